@@ -1,0 +1,26 @@
+"""The ASGI entry point: HTTP through Django, WebSockets through Channels.
+
+Serve it with `daphne arena.asgi:application` (or uvicorn); `manage.py runserver` uses daphne.
+"""
+
+import os
+
+from django.core.asgi import get_asgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "arena.settings")
+django_http = get_asgi_application()  # sets Django up before the consumers are imported
+
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+from channels.sessions import SessionMiddlewareStack  # noqa: E402
+
+from frontend.routing import websocket_urlpatterns  # noqa: E402
+
+application = ProtocolTypeRouter(
+    {
+        "http": django_http,
+        "websocket": AllowedHostsOriginValidator(
+            SessionMiddlewareStack(URLRouter(websocket_urlpatterns))
+        ),
+    }
+)

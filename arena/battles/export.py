@@ -1,0 +1,181 @@
+"""The battle export (DESIGN.md §5): one JSON object per line, compatible with the public
+Chatbot Arena "clean battle" format, so analysis code written for it reads ours and ours
+reads theirs.
+
+`battle_export_rows` (needs Django) writes it; `read_battle_export` (pure) reads and checks
+any file in the format, naming the line of the first problem it finds.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from arena.battles.style import count_tokens
+
+WINNERS = ("model_a", "model_b", "tie", "tie (bothbad)")
+CHOICE_TO_WINNER = {"a": "model_a", "b": "model_b", "tie": "tie", "bothbad": "tie (bothbad)"}
+HEADER_KEYS = tuple(f"h{level}" for level in range(1, 7))
+LIST_KEYS = ("ordered", "unordered")
+BOLD_KEYS = ("**", "__")
+
+
+class ExportFormatError(ValueError):
+    def __init__(self, line: int, message: str) -> None:
+        super().__init__(f"line {line}: {message}")
+        self.line = line
+
+
+@dataclass(frozen=True)
+class SideStyle:
+    tokens: int
+    headers: dict[str, int]
+    lists: dict[str, int]
+    bold: dict[str, int]
+
+
+@dataclass(frozen=True)
+class BattleRecord:
+    battle_id: str
+    model_a: str
+    model_b: str
+    winner: str
+    tstamp: float
+    judge: str
+    phase: str
+    style_a: SideStyle | None  # None when the line carries no style metadata
+    style_b: SideStyle | None
+    raw: dict[str, Any]
+
+
+def battle_export_rows() -> Iterator[dict[str, Any]]:
+    """Counted votes only, oldest first; voters appear as salted hashes."""
+    from arena.battles.models import Vote
+
+    votes = (
+        Vote.objects.filter(counted=True)
+        .select_related("battle")
+        .prefetch_related("battle__answers__contestant")
+        .order_by("created_at", "battle_id")
+    )
+    for vote in votes.iterator(chunk_size=2000):
+        battle = vote.battle
+        sides = {answer.side: answer for answer in battle.answers.all()}
+        a, b = sides["a"], sides["b"]
+        yield {
+            "battle_id": battle.pk,
+            "model_a": a.contestant.display_name,
+            "model_b": b.contestant.display_name,
+            "winner": CHOICE_TO_WINNER[vote.choice],
+            "tstamp": vote.created_at.timestamp(),
+            "judge": vote.voter_key,
+            "phase": battle.phase,
+            "language": "",
+            "conv_metadata": {
+                "sum_user_tokens": count_tokens(battle.prompt),
+                "sum_assistant_a_tokens": a.tokens,
+                "sum_assistant_b_tokens": b.tokens,
+                "header_count_a": a.header_counts,
+                "header_count_b": b.header_counts,
+                "list_count_a": a.list_counts,
+                "list_count_b": b.list_counts,
+                "bold_count_a": a.bold_counts,
+                "bold_count_b": b.bold_counts,
+            },
+            "conversation_a": _conversation(battle.prompt, a.text),
+            "conversation_b": _conversation(battle.prompt, b.text),
+            "finish_reason_a": a.finish_reason,
+            "finish_reason_b": b.finish_reason,
+        }
+
+
+def write_battle_export(rows: Iterable[dict[str, Any]], path: Path) -> int:
+    count = 0
+    tmp = path.with_name(path.name + ".partial")
+    with tmp.open("w", encoding="utf-8") as out:
+        for row in rows:
+            out.write(json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n")
+            count += 1
+    tmp.replace(path)  # a reader never sees half a file
+    return count
+
+
+def read_battle_export(path: Path, *, require_style: bool = False) -> list[BattleRecord]:
+    records: list[BattleRecord] = []
+    with path.open(encoding="utf-8") as lines:
+        for number, line in enumerate(lines, start=1):
+            if line.strip():
+                records.append(parse_battle_line(line, number, require_style=require_style))
+    return records
+
+
+def parse_battle_line(line: str, number: int, *, require_style: bool = False) -> BattleRecord:
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ExportFormatError(number, f"not valid JSON ({exc.msg})") from None
+    if not isinstance(row, dict):
+        raise ExportFormatError(number, "expected a JSON object")
+    for key in ("model_a", "model_b", "winner"):
+        if not isinstance(row.get(key), str) or not row[key]:
+            raise ExportFormatError(number, f"missing or empty {key!r}")
+    if row["winner"] not in WINNERS:
+        raise ExportFormatError(
+            number, f"unknown winner {row['winner']!r} (expected one of {', '.join(WINNERS)})"
+        )
+    if row["model_a"] == row["model_b"]:
+        raise ExportFormatError(number, f"a battle of {row['model_a']!r} against itself")
+    metadata = row.get("conv_metadata")
+    style_a = style_b = None
+    if isinstance(metadata, dict) and "sum_assistant_a_tokens" in metadata:
+        style_a = _side_style(metadata, "a", number)
+        style_b = _side_style(metadata, "b", number)
+    elif require_style:
+        raise ExportFormatError(number, "no style metadata (conv_metadata) for style control")
+    tstamp = row.get("tstamp", 0.0)
+    if not isinstance(tstamp, int | float):
+        raise ExportFormatError(number, f"tstamp {tstamp!r} is not a number")
+    return BattleRecord(
+        battle_id=str(row.get("battle_id", row.get("question_id", number))),
+        model_a=row["model_a"],
+        model_b=row["model_b"],
+        winner=row["winner"],
+        tstamp=float(tstamp),
+        judge=str(row.get("judge", "")),
+        phase=str(row.get("phase", "")),
+        style_a=style_a,
+        style_b=style_b,
+        raw=row,
+    )
+
+
+def _side_style(metadata: dict[str, Any], side: str, number: int) -> SideStyle:
+    tokens = metadata.get(f"sum_assistant_{side}_tokens")
+    if not isinstance(tokens, int) or tokens < 0:
+        raise ExportFormatError(number, f"sum_assistant_{side}_tokens must be a non-negative integer")
+    return SideStyle(
+        tokens=tokens,
+        headers=_counts(metadata, f"header_count_{side}", HEADER_KEYS, number),
+        lists=_counts(metadata, f"list_count_{side}", LIST_KEYS, number),
+        bold=_counts(metadata, f"bold_count_{side}", BOLD_KEYS, number),
+    )
+
+
+def _counts(metadata: dict[str, Any], field: str, keys: tuple[str, ...], number: int) -> dict[str, int]:
+    value = metadata.get(field)
+    if not isinstance(value, dict):
+        raise ExportFormatError(number, f"missing {field!r} in conv_metadata")
+    counts: dict[str, int] = {}
+    for key in keys:
+        count = value.get(key, 0)
+        if not isinstance(count, int) or count < 0:
+            raise ExportFormatError(number, f"{field}[{key!r}] must be a non-negative integer")
+        counts[key] = count
+    return counts
+
+
+def _conversation(prompt: str, answer: str) -> list[dict[str, str]]:
+    return [{"role": "user", "content": prompt}, {"role": "assistant", "content": answer}]

@@ -1,0 +1,93 @@
+"""Run a battle: stream both contestants' answers at the same time and record them.
+
+The caller (the WebSocket consumer) passes a callback that forwards each event to the voter;
+events name a side ("a"/"b"), never a contestant.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from channels.db import database_sync_to_async
+from django.conf import settings
+
+from arena.battles.models import Answer, Battle
+from arena.battles.services import (
+    SideResult,
+    battle_claim_generation,
+    battle_mark_interrupted,
+    battle_record_answers,
+)
+from arena.serving.client import StreamEnd, TextDelta, stream_chat
+from arena.serving.selectors import contestant_endpoint
+
+
+@dataclass(frozen=True)
+class SideDelta:
+    side: str
+    text: str
+
+
+@dataclass(frozen=True)
+class SideFinished:
+    side: str
+    result: SideResult
+
+
+GenerationEvent = SideDelta | SideFinished
+EventSink = Callable[[GenerationEvent], Awaitable[None]]
+
+
+@database_sync_to_async
+def _claim_and_load(battle_id: str) -> tuple[str, list[Answer]] | None:
+    if not battle_claim_generation(battle_id=battle_id):
+        return None
+    battle = Battle.objects.get(pk=battle_id)
+    return battle.prompt, list(battle.answers.select_related("contestant"))
+
+
+async def battle_run(battle_id: str, emit: EventSink) -> Battle | None:
+    """Generate and record a battle's answers; None if another run already claimed it.
+
+    If the caller is cancelled (the voter closed the page), the battle is marked failed so it
+    can never be voted on with half-written answers.
+    """
+    claimed = await _claim_and_load(battle_id)
+    if claimed is None:
+        return None
+    prompt, answers = claimed
+    messages = [{"role": "user", "content": prompt}]
+
+    async def run_side(answer: Answer) -> tuple[str, SideResult]:
+        pieces: list[str] = []
+        end = StreamEnd("error", "no answer")
+        async for event in stream_chat(
+            contestant_endpoint(answer.contestant),
+            messages,
+            max_tokens=settings.ARENA_MAX_TOKENS,
+            temperature=settings.ARENA_TEMPERATURE,
+            timeout_s=settings.ARENA_GENERATION_TIMEOUT_S,
+        ):
+            if isinstance(event, TextDelta):
+                pieces.append(event.text)
+                await emit(SideDelta(answer.side, event.text))
+            else:
+                end = event
+        result = SideResult(
+            text="".join(pieces),
+            finish_reason=end.finish_reason,
+            error=end.error,
+            first_token_s=end.first_token_s,
+            total_s=end.total_s,
+        )
+        await emit(SideFinished(answer.side, result))
+        return answer.side, result
+
+    try:
+        results = dict(await asyncio.gather(*(run_side(answer) for answer in answers)))
+    except BaseException:
+        await asyncio.shield(database_sync_to_async(battle_mark_interrupted)(battle_id=battle_id))
+        raise
+    return await database_sync_to_async(battle_record_answers)(battle_id=battle_id, results=results)

@@ -1,0 +1,97 @@
+from __future__ import annotations
+
+import secrets
+
+from django.db import models
+
+from arena.serving.models import Contestant
+
+
+def new_battle_id() -> str:
+    # Opaque and unguessable: the id is in URLs and WebSocket paths the voter sees.
+    return secrets.token_urlsafe(16)
+
+
+class Battle(models.Model):
+    class State(models.TextChoices):
+        CREATED = "created"
+        GENERATING = "generating"
+        COMPLETE = "complete"
+        FAILED = "failed"  # a side errored or timed out: the battle cannot be voted on
+
+    id = models.CharField(primary_key=True, max_length=32, default=new_battle_id, editable=False)
+    prompt = models.TextField()
+    state = models.CharField(max_length=16, choices=State.choices, default=State.CREATED)
+    # Non-empty when the battle must not count (an answer revealed an identity, ...).
+    void_reason = models.CharField(max_length=300, blank=True)
+    voter_key = models.CharField(max_length=64, db_index=True, help_text="salted hash of the session")
+    ip_hash = models.CharField(max_length=64, db_index=True, help_text="salted hash of the IP")
+    phase = models.CharField(max_length=50, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    generation_started_at = models.DateTimeField(null=True, blank=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"battle {self.id} ({self.state})"
+
+
+class Answer(models.Model):
+    """One side of a battle: who answered (hidden until the vote), what, how fast, what style."""
+
+    class Side(models.TextChoices):
+        A = "a"
+        B = "b"
+
+    battle = models.ForeignKey(Battle, on_delete=models.CASCADE, related_name="answers")
+    side = models.CharField(max_length=1, choices=Side.choices)
+    contestant = models.ForeignKey(Contestant, on_delete=models.PROTECT, related_name="answers")
+    text = models.TextField(blank=True)
+    finish_reason = models.CharField(max_length=32, blank=True)
+    error = models.CharField(max_length=300, blank=True)
+    first_token_ms = models.PositiveIntegerField(null=True, blank=True)
+    total_ms = models.PositiveIntegerField(null=True, blank=True)
+    # Style features (see arena/battles/style.py for the exact counting rules).
+    tokens = models.PositiveIntegerField(default=0)
+    header_counts = models.JSONField(default=dict)
+    list_counts = models.JSONField(default=dict)
+    bold_counts = models.JSONField(default=dict)
+
+    class Meta:
+        ordering = ["battle", "side"]
+        constraints = [
+            models.UniqueConstraint(fields=["battle", "side"], name="one_answer_per_side"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.battle_id}/{self.side}"
+
+
+class Vote(models.Model):
+    class Choice(models.TextChoices):
+        A = "a", "A is better"
+        B = "b", "B is better"
+        TIE = "tie", "Tie"
+        BOTH_BAD = "bothbad", "Both are bad"
+
+    # The primary key is the battle: the database itself allows one vote per battle.
+    battle = models.OneToOneField(Battle, on_delete=models.CASCADE, primary_key=True, related_name="vote")
+    choice = models.CharField(max_length=8, choices=Choice.choices)
+    counted = models.BooleanField()
+    voter_key = models.CharField(max_length=64, db_index=True)
+    ip_hash = models.CharField(max_length=64)
+    seconds_after_answers = models.FloatField()
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    def __str__(self) -> str:
+        return f"{self.battle_id}: {self.choice}"
+
+
+class SuggestedPrompt(models.Model):
+    text = models.TextField(unique=True)
+    active = models.BooleanField(default=True)
+
+    def __str__(self) -> str:
+        return self.text[:60]

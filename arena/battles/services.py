@@ -1,0 +1,241 @@
+"""Writes of the battles context: start a battle, run and record its answers, take the vote."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import random
+from dataclasses import dataclass
+from datetime import timedelta
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from arena.battles.identity import revealed_identity
+from arena.battles.models import Answer, Battle, SuggestedPrompt, Vote
+from arena.battles.style import style_features
+from arena.serving.models import Contestant
+from arena.serving.selectors import contestant_identity_words, contestants_active
+
+log = logging.getLogger(__name__)
+
+VOTES_GROUP = "arena.votes"  # Channels group told of every committed vote
+
+
+class BattleRefused(Exception):
+    """A request the voter must be told about, with the HTTP status that fits it."""
+
+    def __init__(self, message: str, *, status: int = 400, code: str = "invalid") -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.code = code
+
+
+def salted_hash(kind: str, value: str) -> str:
+    """A stable pseudonym for a voter's session or IP: HMAC so it cannot be reversed by
+    hashing every IPv4 address, salted per deployment so exports from two sites don't link."""
+    digest = hmac.new(settings.VOTER_SALT.encode(), f"{kind}:{value}".encode(), hashlib.sha256)
+    return digest.hexdigest()[:32]
+
+
+def pick_contestants(contestants: list[Contestant], rng: random.Random) -> tuple[Contestant, Contestant]:
+    """Two different contestants, each drawn with probability proportional to its weight,
+    returned in random side order."""
+    pool = [c for c in contestants if c.weight > 0]
+    if len({c.pk for c in pool}) < 2:
+        raise BattleRefused(
+            "The arena needs at least two models online; please try again shortly.",
+            status=503,
+            code="no_contestants",
+        )
+    first = rng.choices(pool, weights=[c.weight for c in pool])[0]
+    rest = [c for c in pool if c.pk != first.pk]
+    second = rng.choices(rest, weights=[c.weight for c in rest])[0]
+    pair = [first, second]
+    rng.shuffle(pair)
+    return pair[0], pair[1]
+
+
+def battle_create(
+    *, prompt: str, voter_key: str, ip_hash: str, rng: random.Random | None = None
+) -> Battle:
+    prompt = prompt.strip()
+    if not prompt:
+        raise BattleRefused("Please type a prompt first.", code="empty_prompt")
+    limit = settings.ARENA_PROMPT_MAX_CHARS
+    if len(prompt) > limit:
+        raise BattleRefused(
+            f"Your prompt is {len(prompt):,} characters long; the limit is {limit:,}.",
+            code="prompt_too_long",
+        )
+    minute_ago = timezone.now() - timedelta(minutes=1)
+    recent = Battle.objects.filter(created_at__gte=minute_ago)
+    if recent.filter(voter_key=voter_key).count() >= settings.ARENA_BATTLES_PER_MINUTE:
+        raise BattleRefused(
+            "You are starting battles too quickly; please wait a minute.", status=429, code="rate_limited"
+        )
+    if recent.filter(ip_hash=ip_hash).count() >= settings.ARENA_BATTLES_PER_MINUTE_PER_IP:
+        raise BattleRefused(
+            "Too many battles from your network; please wait a minute.", status=429, code="rate_limited"
+        )
+    side_a, side_b = pick_contestants(contestants_active(), rng or random.SystemRandom())
+    with transaction.atomic():
+        battle = Battle.objects.create(prompt=prompt, voter_key=voter_key, ip_hash=ip_hash)
+        Answer.objects.bulk_create(
+            [
+                Answer(battle=battle, side=Answer.Side.A, contestant=side_a),
+                Answer(battle=battle, side=Answer.Side.B, contestant=side_b),
+            ]
+        )
+    return battle
+
+
+def battle_claim_generation(*, battle_id: str) -> bool:
+    """Atomically move a new battle to `generating`; False if someone else already did.
+
+    The conditional UPDATE is the lock: two sockets opened on one battle never both run it.
+    """
+    claimed = Battle.objects.filter(pk=battle_id, state=Battle.State.CREATED).update(
+        state=Battle.State.GENERATING, generation_started_at=timezone.now()
+    )
+    return claimed == 1
+
+
+@dataclass(frozen=True)
+class SideResult:
+    text: str
+    finish_reason: str
+    error: str
+    first_token_s: float | None
+    total_s: float
+
+
+@transaction.atomic
+def battle_record_answers(*, battle_id: str, results: dict[str, SideResult]) -> Battle:
+    """Store both answers with their timings and style features, and settle the battle:
+    complete (votable), failed (a side errored), void if an answer reveals an identity."""
+    battle = Battle.objects.select_for_update().get(pk=battle_id)
+    answers = list(battle.answers.select_related("contestant"))
+    void_reason = ""
+    identity_words = [
+        *settings.ARENA_IDENTITY_WORDS,
+        *(word for answer in answers for word in contestant_identity_words(answer.contestant)),
+    ]
+    for answer in answers:
+        result = results[answer.side]
+        features = style_features(result.text)
+        answer.text = result.text
+        answer.finish_reason = result.finish_reason
+        answer.error = result.error
+        answer.first_token_ms = _ms(result.first_token_s)
+        answer.total_ms = _ms(result.total_s)
+        answer.tokens = features.tokens
+        answer.header_counts = features.headers
+        answer.list_counts = features.lists
+        answer.bold_counts = features.bold
+        answer.save()
+        revealed = revealed_identity(result.text, identity_words)
+        if revealed and not void_reason:
+            void_reason = f"answer {answer.side.upper()} revealed a model identity"
+    failed = any(results[answer.side].error for answer in answers)
+    battle.state = Battle.State.FAILED if failed else Battle.State.COMPLETE
+    battle.void_reason = void_reason
+    battle.completed_at = timezone.now()
+    battle.save(update_fields=["state", "void_reason", "completed_at"])
+    return battle
+
+
+def battle_mark_interrupted(*, battle_id: str) -> None:
+    Battle.objects.filter(pk=battle_id, state=Battle.State.GENERATING).update(
+        state=Battle.State.FAILED, completed_at=timezone.now()
+    )
+
+
+@dataclass(frozen=True)
+class VoteOutcome:
+    battle_id: str
+    choice: str
+    counted: bool
+    void_reason: str
+    reveal: dict[str, str]  # side -> display name, shown only after the vote
+
+
+def vote_record(*, battle_id: str, choice: str, voter_key: str, ip_hash: str) -> VoteOutcome:
+    """Record the one vote a battle can take. A retry of the same vote gets the same outcome;
+    a different second vote is refused. Uniqueness is the database's (the vote's primary key
+    is the battle), so concurrent requests cannot both win."""
+    if choice not in Vote.Choice.values:
+        raise BattleRefused(f"Unknown vote {choice!r}.", code="bad_choice")
+    battle = Battle.objects.filter(pk=battle_id).first()
+    if battle is None:
+        raise BattleRefused("No such battle.", status=404, code="not_found")
+    if battle.voter_key != voter_key:
+        raise BattleRefused("This battle belongs to another voter.", status=403, code="not_yours")
+    existing = Vote.objects.filter(battle=battle).first()
+    if existing is None:
+        _check_votable(battle)
+        counted = battle.void_reason == ""
+        seconds = (timezone.now() - battle.completed_at).total_seconds()  # type: ignore[operator]
+        try:
+            with transaction.atomic():
+                existing = Vote.objects.create(
+                    battle=battle,
+                    choice=choice,
+                    counted=counted,
+                    voter_key=voter_key,
+                    ip_hash=ip_hash,
+                    seconds_after_answers=seconds,
+                )
+                transaction.on_commit(lambda: _announce_vote(battle.pk, counted))
+        except IntegrityError:
+            existing = Vote.objects.get(battle=battle)
+    if existing.choice != choice:
+        raise BattleRefused("This battle already has your vote.", status=409, code="already_voted")
+    reveal = {a.side: a.contestant.display_name for a in battle.answers.select_related("contestant")}
+    return VoteOutcome(battle.pk, existing.choice, existing.counted, battle.void_reason, reveal)
+
+
+def _check_votable(battle: Battle) -> None:
+    if battle.state == Battle.State.FAILED:
+        raise BattleRefused(
+            "A model failed to answer in this battle, so it cannot be voted on.",
+            status=409,
+            code="battle_failed",
+        )
+    if battle.state != Battle.State.COMPLETE or battle.completed_at is None:
+        raise BattleRefused("Please wait until both answers are complete.", status=409, code="not_ready")
+    waited = (timezone.now() - battle.completed_at).total_seconds()
+    if waited < settings.ARENA_MIN_VOTE_SECONDS:
+        raise BattleRefused(
+            "Please read both answers before voting.", status=429, code="too_early"
+        )
+
+
+def _announce_vote(battle_id: str, counted: bool) -> None:
+    # The vote is committed already; a channel layer outage must not turn it into an error.
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    try:
+        async_to_sync(layer.group_send)(
+            VOTES_GROUP, {"type": "vote.recorded", "battle": battle_id, "counted": counted}
+        )
+    except Exception:
+        log.exception("could not announce vote on battle %s", battle_id)
+
+
+def prompts_load(*, texts: list[str]) -> int:
+    """Add prompts to the suggestion pool; returns how many were new."""
+    cleaned = {t.strip() for t in texts if t.strip()}
+    existing = set(SuggestedPrompt.objects.filter(text__in=cleaned).values_list("text", flat=True))
+    SuggestedPrompt.objects.bulk_create([SuggestedPrompt(text=t) for t in sorted(cleaned - existing)])
+    return len(cleaned - existing)
+
+
+def _ms(seconds: float | None) -> int | None:
+    return None if seconds is None else max(0, round(seconds * 1000))

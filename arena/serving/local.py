@@ -1,0 +1,195 @@
+"""Local serving backend: one supervised `transformers serve` process per checkpoint (CPU).
+
+The supervisor starts the server, waits until `/health` answers, restarts it when it dies
+or stops answering, and stops it cleanly (SIGTERM to its process group, then SIGKILL).
+It mirrors the production shape — one OpenAI-compatible server per contestant — so the
+arena cannot tell a local server from a vLLM job on a GPU node.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from arena.serving.client import Endpoint
+
+log = logging.getLogger(__name__)
+
+
+class ServerStartError(RuntimeError):
+    pass
+
+
+def transformers_cli() -> list[str]:
+    """The `transformers` CLI of this interpreter's environment (a venv need not be on PATH)."""
+    beside_python = Path(sys.executable).with_name("transformers")
+    if beside_python.exists():
+        return [str(beside_python)]
+    found = shutil.which("transformers")
+    if found:
+        return [found]
+    raise ServerStartError("the `transformers` command is not installed (pip install transformers[serving])")
+
+
+@dataclass
+class SupervisedModelServer:
+    checkpoint: Path
+    port: int
+    host: str = "127.0.0.1"
+    log_path: Path | None = None
+    ready_timeout_s: float = 180.0
+    check_interval_s: float = 1.0
+    # Consecutive failed health checks of a live process before it is treated as hung.
+    max_failed_checks: int = 10
+    restarts: int = 0
+    _process: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
+    _stopping: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
+    _watcher: threading.Thread | None = field(default=None, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+
+    @property
+    def endpoint(self) -> Endpoint:
+        # `transformers serve` names a served model by the path it was loaded from.
+        return Endpoint(base_url=f"http://{self.host}:{self.port}/v1", model=str(self.checkpoint))
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process else None
+
+    def start(self) -> None:
+        """Launch, wait until healthy, then supervise. `launch` + `supervise` split the same
+        work so that several servers can load their models at the same time."""
+        self.launch()
+        self.wait_ready()
+        self.supervise()
+
+    def launch(self) -> None:
+        if not (self.checkpoint / "config.json").exists():
+            raise ServerStartError(f"{self.checkpoint} is not a model checkpoint (no config.json)")
+        self._stopping.clear()
+        self._spawn()
+
+    def supervise(self) -> None:
+        self._watcher = threading.Thread(target=self._watch, name=f"serve:{self.port}", daemon=True)
+        self._watcher.start()
+
+    def wait_ready(self) -> None:
+        deadline = time.monotonic() + self.ready_timeout_s
+        while time.monotonic() < deadline:
+            process = self._process
+            if process is not None and process.poll() is not None:
+                raise ServerStartError(
+                    f"model server for {self.checkpoint.name} exited with code {process.returncode}"
+                    + (f"; see {self.log_path}" if self.log_path else "")
+                )
+            if self.healthy():
+                return
+            time.sleep(0.25)
+        raise ServerStartError(
+            f"model server for {self.checkpoint.name} not ready after {self.ready_timeout_s:g} s"
+        )
+
+    def healthy(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"http://{self.host}:{self.port}/health", timeout=2) as reply:
+                return reply.status == 200
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        self._stopping.set()
+        with self._lock:
+            process, self._process = self._process, None
+        if process is not None:
+            _terminate_group(process, timeout_s)
+        if self._watcher is not None and self._watcher is not threading.current_thread():
+            self._watcher.join(timeout=timeout_s)
+
+    def _spawn(self) -> None:
+        command = [
+            *transformers_cli(),
+            "serve",
+            "--host", self.host,
+            "--port", str(self.port),
+            "--device", "cpu",
+            str(self.checkpoint),
+        ]  # fmt: skip
+        env = {
+            **os.environ,
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "HF_HUB_DISABLE_TELEMETRY": "1",
+            # Two tiny servers on two cores: one thread each keeps them from fighting.
+            "OMP_NUM_THREADS": os.environ.get("ARENA_SERVE_THREADS", "1"),
+        }
+        output = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
+        try:
+            process = subprocess.Popen(
+                command, stdout=output, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            )
+        finally:
+            if output is not subprocess.DEVNULL:
+                output.close()
+        with self._lock:
+            if self._stopping.is_set():  # stop() ran while this restart was starting
+                _terminate_group(process, 5.0)
+                return
+            self._process = process
+        log.info("started model server pid %s on port %s for %s", process.pid, self.port, self.checkpoint)
+
+    def _watch(self) -> None:
+        failed_checks = 0
+        backoff_s = 1.0
+        while not self._stopping.wait(self.check_interval_s):
+            with self._lock:
+                process = self._process
+            if process is None:
+                return
+            if process.poll() is None and self.healthy():
+                failed_checks, backoff_s = 0, 1.0
+                continue
+            if process.poll() is None:
+                failed_checks += 1
+                if failed_checks < self.max_failed_checks:
+                    continue
+                log.warning("model server on port %s stopped answering; restarting", self.port)
+                _terminate_group(process, 5.0)
+            else:
+                log.warning(
+                    "model server on port %s exited with code %s; restarting",
+                    self.port,
+                    process.returncode,
+                )
+            if self._stopping.wait(backoff_s):
+                return
+            backoff_s = min(backoff_s * 2, 30.0)
+            failed_checks = 0
+            self.restarts += 1
+            self._spawn()
+            try:
+                self.wait_ready()
+            except ServerStartError as exc:
+                log.error("%s", exc)
+
+
+def _terminate_group(process: subprocess.Popen[bytes], timeout_s: float) -> None:
+    if process.poll() is not None:
+        return
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=timeout_s)
+    except ProcessLookupError:
+        pass

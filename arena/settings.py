@@ -1,0 +1,157 @@
+"""Settings for every process of the platform, read from the environment (see README).
+
+Embedded defaults run the demo with nothing installed: a SQLite file under ``var/``, the
+in-memory channel layer, the local serving backend. Production and the test suite point
+``DATABASE_URL`` at PostgreSQL and ``REDIS_URL`` at Redis.
+"""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+
+from arena.env import (
+    env_bool,
+    env_float,
+    env_int,
+    env_list,
+    env_str,
+    parse_database_url,
+    parse_redis_url,
+)
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(env_str("ARENA_VAR_DIR", str(BASE_DIR / "var")))
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def _secret_from_file(name: str) -> str:
+    """A secret kept in ``var/`` so a demo keeps sessions across restarts without setup."""
+    path = VAR_DIR / name
+    if not path.exists():
+        path.touch(mode=0o600)
+        path.write_text(secrets.token_urlsafe(50))
+    return path.read_text().strip()
+
+
+DEBUG = env_bool("ARENA_DEBUG", False)
+SECRET_KEY = env_str("ARENA_SECRET_KEY", "") or _secret_from_file("secret_key")
+# Salts voter identifiers (session, IP) before they are stored or exported.
+VOTER_SALT = env_str("ARENA_VOTER_SALT", "") or _secret_from_file("voter_salt")
+ALLOWED_HOSTS = env_list("ARENA_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env_list("ARENA_CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "arena.serving",
+    "arena.battles",
+    "frontend",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "frontend.middleware.content_security_policy",
+]
+
+ROOT_URLCONF = "arena.urls"
+ASGI_APPLICATION = "arena.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": parse_database_url(
+        env_str("DATABASE_URL", "sqlite:///var/arena.sqlite3"), base_dir=BASE_DIR
+    )
+}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+_redis_url = env_str("REDIS_URL", "")
+if _redis_url:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [parse_redis_url(_redis_url)]},
+        }
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+SESSION_COOKIE_SECURE = env_bool("ARENA_SECURE_COOKIES", False)
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+SESSION_COOKIE_AGE = 60 * 60 * 24 * 30
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "static"
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = DEBUG
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("ARENA_LOG_LEVEL", "INFO")},
+    "loggers": {name: {"level": "WARNING"} for name in ("httpx", "httpx2", "daphne")},
+}
+
+# --- The arena --------------------------------------------------------------------------
+ARENA_PROMPT_MAX_CHARS = env_int("ARENA_PROMPT_MAX_CHARS", 2000, minimum=1)
+ARENA_MAX_TOKENS = env_int("ARENA_MAX_TOKENS", 160, minimum=1)
+ARENA_TEMPERATURE = env_float("ARENA_TEMPERATURE", 0.7, minimum=0.0)
+ARENA_GENERATION_TIMEOUT_S = env_float("ARENA_GENERATION_TIMEOUT_S", 60.0, minimum=0.1)
+# A vote cast sooner than this after both answers are shown is refused: nobody reads two
+# answers that fast, so it is a bot or a reflex, not a judgement.
+ARENA_MIN_VOTE_SECONDS = env_float("ARENA_MIN_VOTE_SECONDS", 2.0, minimum=0.0)
+# New battles per voter (session) and per salted IP hash, over a sliding minute.
+ARENA_BATTLES_PER_MINUTE = env_int("ARENA_BATTLES_PER_MINUTE", 10, minimum=1)
+ARENA_BATTLES_PER_MINUTE_PER_IP = env_int("ARENA_BATTLES_PER_MINUTE_PER_IP", 60, minimum=1)
+# Words that reveal a model's identity when an answer contains them; each contestant's
+# display name and served model name are added per battle.
+ARENA_IDENTITY_WORDS = env_list(
+    "ARENA_IDENTITY_WORDS",
+    [
+        "OpenAI", "ChatGPT", "GPT-4", "GPT-5", "Anthropic", "Claude", "Gemini", "Google DeepMind",
+        "Llama", "Meta AI", "Mistral", "Qwen", "DeepSeek", "RSI Arena",
+    ],
+)  # fmt: skip
+ARENA_SERVING_BACKEND = env_str("ARENA_SERVING_BACKEND", "local")
+ARENA_SERVING_HOST = env_str("ARENA_SERVING_HOST", "127.0.0.1")
+ARENA_SERVING_BASE_PORT = env_int("ARENA_SERVING_BASE_PORT", 8100, minimum=1)
+ARENA_MODELS_DIR = Path(env_str("ARENA_MODELS_DIR", str(VAR_DIR / "models")))

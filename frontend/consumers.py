@@ -1,0 +1,104 @@
+"""The battle socket: streams both answers of one battle, side by side, as they are written.
+
+Frames carry a side ("a"/"b") and text, never a contestant. A battle streams once; opening
+the socket of a finished battle replays the stored answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.conf import settings
+
+from arena.battles.generation import GenerationEvent, SideDelta, SideFinished, battle_run
+from arena.battles.models import Battle
+from arena.battles.selectors import battle_for_voter
+from arena.battles.services import SideResult
+from frontend.markdown import render_markdown
+from frontend.voters import voter_key_or_none
+
+
+class BattleConsumer(AsyncJsonWebsocketConsumer):
+    task: asyncio.Task[None] | None = None
+
+    async def connect(self) -> None:
+        battle_id = self.scope["url_route"]["kwargs"]["battle_id"]
+        session = self.scope.get("session")
+        voter_key = voter_key_or_none(session) if session is not None else None
+        battle = None
+        if voter_key:
+            battle = await database_sync_to_async(battle_for_voter)(
+                battle_id=battle_id, voter_key=voter_key
+            )
+        if battle is None:
+            await self.close(code=4404)
+            return
+        await self.accept()
+        self.task = asyncio.create_task(self._stream_or_replay(battle))
+
+    async def disconnect(self, code: int) -> None:
+        if self.task is not None and not self.task.done():
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self.task
+
+    async def _stream_or_replay(self, battle: Battle) -> None:
+        if battle.state == Battle.State.CREATED:
+            finished = await battle_run(battle.pk, self._forward)
+            if finished is not None:
+                await self._send_battle_done(finished)
+                return
+            battle = await database_sync_to_async(Battle.objects.get)(pk=battle.pk)
+        if battle.state == Battle.State.GENERATING:
+            await self.send_json(
+                {"type": "error", "message": "This battle is already streaming in another window."}
+            )
+            await self.close()
+            return
+        for side, result in await database_sync_to_async(_stored_results)(battle):
+            await self._forward(SideFinished(side, result))
+        await self._send_battle_done(battle)
+
+    async def _forward(self, event: GenerationEvent) -> None:
+        if isinstance(event, SideDelta):
+            await self.send_json({"type": "delta", "side": event.side, "text": event.text})
+            return
+        result = event.result
+        await self.send_json(
+            {
+                "type": "side_done",
+                "side": event.side,
+                "html": render_markdown(result.text),
+                "finish_reason": result.finish_reason,
+                "error": f"This model failed to answer: {result.error}." if result.error else "",
+            }
+        )
+
+    async def _send_battle_done(self, battle: Battle) -> None:
+        votable = battle.state == Battle.State.COMPLETE
+        frame: dict[str, Any] = {"type": "battle_done", "votable": votable}
+        if votable:
+            frame["vote_after_ms"] = round(settings.ARENA_MIN_VOTE_SECONDS * 1000)
+        else:
+            frame["message"] = "A model failed to answer, so this battle cannot be voted on."
+        await self.send_json(frame)
+
+
+def _stored_results(battle: Battle) -> list[tuple[str, SideResult]]:
+    return [
+        (
+            answer.side,
+            SideResult(
+                text=answer.text,
+                finish_reason=answer.finish_reason,
+                error=answer.error,
+                first_token_s=None,
+                total_s=0.0,
+            ),
+        )
+        for answer in battle.answers.order_by("side")
+    ]

@@ -1,0 +1,110 @@
+"""Voter-facing pages and JSON endpoints. Thin: parse, call one service, shape the reply.
+
+Nothing here returns a contestant's identity before the battle's vote is recorded.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+from django.views.decorators.csrf import ensure_csrf_cookie
+from django.views.decorators.http import require_GET, require_POST
+
+from arena.battles.selectors import prompt_suggest
+from arena.battles.services import BattleRefused, battle_create, vote_record
+from frontend.voters import ensure_voter, ip_hash, voter_key_or_none
+
+VOTE_LABELS = [("a", "A is better"), ("b", "B is better"), ("tie", "Tie"), ("bothbad", "Both are bad")]
+
+
+@require_GET
+@ensure_csrf_cookie
+def arena_page(request: HttpRequest) -> HttpResponse:
+    ensure_voter(request.session)
+    return render(
+        request,
+        "frontend/arena.html",
+        {"prompt_max_chars": settings.ARENA_PROMPT_MAX_CHARS, "vote_labels": VOTE_LABELS},
+    )
+
+
+@require_GET
+def suggest_prompt(request: HttpRequest) -> JsonResponse:
+    return JsonResponse({"prompt": prompt_suggest()})
+
+
+@require_POST
+def start_battle(request: HttpRequest) -> JsonResponse:
+    body = _json_body(request)
+    if isinstance(body, JsonResponse):
+        return body
+    prompt = body.get("prompt")
+    if not isinstance(prompt, str):
+        return _error("Please type a prompt first.", "empty_prompt", 400)
+    try:
+        battle = battle_create(
+            prompt=prompt,
+            voter_key=ensure_voter(request.session),
+            ip_hash=ip_hash(request.META.get("REMOTE_ADDR")),
+        )
+    except BattleRefused as refused:
+        return _error(refused.message, refused.code, refused.status)
+    return JsonResponse(
+        {"battle": battle.pk, "socket": f"/ws/battles/{battle.pk}/"}, status=201
+    )
+
+
+@require_POST
+def vote(request: HttpRequest, battle_id: str) -> JsonResponse:
+    body = _json_body(request)
+    if isinstance(body, JsonResponse):
+        return body
+    voter_key = voter_key_or_none(request.session)
+    if voter_key is None:
+        return _error("Your session has expired; please start a new battle.", "no_session", 403)
+    choice = body.get("choice")
+    try:
+        outcome = vote_record(
+            battle_id=battle_id,
+            choice=choice if isinstance(choice, str) else "",
+            voter_key=voter_key,
+            ip_hash=ip_hash(request.META.get("REMOTE_ADDR")),
+        )
+    except BattleRefused as refused:
+        return _error(refused.message, refused.code, refused.status)
+    if outcome.counted:
+        message = "Thank you! Your vote counts."
+    else:
+        message = (
+            f"Thank you — but this battle does not count: {outcome.void_reason}. "
+            "Answers must not reveal who wrote them."
+        )
+    return JsonResponse(
+        {
+            "battle": outcome.battle_id,
+            "choice": outcome.choice,
+            "counted": outcome.counted,
+            "message": message,
+            "reveal": outcome.reveal,
+        }
+    )
+
+
+def _json_body(request: HttpRequest) -> dict[str, Any] | JsonResponse:
+    if request.content_type == "application/json":
+        try:
+            body = json.loads(request.body or b"{}")
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return _error("The request body is not valid JSON.", "bad_json", 400)
+        if not isinstance(body, dict):
+            return _error("The request body must be a JSON object.", "bad_json", 400)
+        return body
+    return request.POST.dict()
+
+
+def _error(message: str, code: str, status: int) -> JsonResponse:
+    return JsonResponse({"error": message, "code": code}, status=status)

@@ -1,0 +1,122 @@
+"""Shared fixtures: the tiny models, real model servers, a scripted OpenAI-compatible server,
+and the arena itself running as a separate daphne process on the test database."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+from django.conf import settings
+
+from arena.serving.backends import LocalServingBackend
+from arena.serving.client import Endpoint
+from infra.tiny_models import build_tiny_models
+from tests.support.scripted_llm import ScriptedLLM
+
+ROOT = Path(__file__).resolve().parent.parent
+TEST_MODELS_DIR = ROOT / "var" / "test-models"
+TEST_LOG_DIR = ROOT / "var" / "test-logs"
+
+
+@pytest.fixture(scope="session")
+def tiny_models() -> Path:
+    """The full default tiny-model build, made once and reused while up to date."""
+    build_tiny_models(TEST_MODELS_DIR, log=lambda line: print(f"[tiny-models] {line}"))
+    return TEST_MODELS_DIR
+
+
+@pytest.fixture(scope="session")
+def model_servers(tiny_models: Path) -> Iterator[dict[str, Endpoint]]:
+    """One real `transformers serve` process per tiny checkpoint."""
+    backend = LocalServingBackend(host="127.0.0.1", base_port=18100, log_dir=TEST_LOG_DIR)
+    names = ["base", "instruct", "markdown"]
+    endpoints = backend.start([tiny_models / name for name in names])
+    yield dict(zip(names, endpoints, strict=True))
+    backend.stop()
+
+
+@pytest.fixture(scope="session")
+def scripted_llm() -> Iterator[ScriptedLLM]:
+    server = ScriptedLLM()
+    server.start()
+    yield server
+    server.stop()
+
+
+@dataclass(frozen=True)
+class LiveArena:
+    url: str
+    ws_url: str
+
+
+def _database_url_for_subprocess() -> str:
+    db = settings.DATABASES["default"]
+    if db["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{db['NAME']}"
+    user = quote(db.get("USER") or "")
+    password = quote(db.get("PASSWORD") or "")
+    auth = f"{user}:{password}@" if password else (f"{user}@" if user else "")
+    port = f":{db['PORT']}" if db.get("PORT") else ""
+    return f"postgres://{auth}{db.get('HOST') or ''}{port}/{quote(db['NAME'])}"
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def live_arena(django_db_setup: None, django_db_blocker: object) -> Iterator[LiveArena]:
+    """The arena as production runs it: daphne in its own process, on the test database and
+    the configured channel layer. Tests that use it commit their rows (see `arena`)."""
+    port = _free_port()
+    env = {
+        **os.environ,
+        "DATABASE_URL": _database_url_for_subprocess(),
+        "ARENA_MIN_VOTE_SECONDS": "0.5",
+        "ARENA_BATTLES_PER_MINUTE": "1000",
+        "ARENA_BATTLES_PER_MINUTE_PER_IP": "1000",
+        "ARENA_MAX_TOKENS": "48",
+        "ARENA_GENERATION_TIMEOUT_S": "30",
+    }
+    TEST_LOG_DIR.mkdir(parents=True, exist_ok=True)
+    with (TEST_LOG_DIR / "daphne.log").open("ab") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "arena.asgi:application"],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    deadline = time.monotonic() + 60
+    while True:
+        if process.poll() is not None:
+            raise RuntimeError(f"daphne exited with {process.returncode}; see {TEST_LOG_DIR / 'daphne.log'}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+    yield LiveArena(url=f"http://127.0.0.1:{port}", ws_url=f"ws://127.0.0.1:{port}")
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
+@pytest.fixture
+def arena(live_arena: LiveArena, transactional_db: None) -> LiveArena:
+    """The live arena, with this test's database rows committed so the server sees them."""
+    return live_arena

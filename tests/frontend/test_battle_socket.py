@@ -1,0 +1,135 @@
+"""The battle WebSocket, driven by Channels' test communicator against scripted models."""
+
+import pytest
+from channels.routing import URLRouter
+from channels.testing import WebsocketCommunicator
+
+from arena.battles.models import Battle
+from arena.battles.services import battle_create
+from arena.serving.client import Endpoint
+from frontend.routing import websocket_urlpatterns
+from tests import factories
+from tests.support.scripted_llm import Script
+
+pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
+
+VOTER = "socket-voter"
+
+
+def scripted_pair(scripted_llm, text_one: str, text_two: str, **script_options):
+    one = factories.contestant("alpha-model", endpoint=Endpoint(scripted_llm.base_url, "alpha-model"))
+    two = factories.contestant("beta-model", endpoint=Endpoint(scripted_llm.base_url, "beta-model"))
+    scripted_llm.scripts["alpha-model"] = Script(text_one, **script_options)
+    scripted_llm.scripts["beta-model"] = Script(text_two, **script_options)
+    return one, two
+
+
+async def run_battle(battle_id: str, voter: str = VOTER) -> tuple[list[dict], bool]:
+    communicator = WebsocketCommunicator(URLRouter(websocket_urlpatterns), f"/ws/battles/{battle_id}/")
+    communicator.scope["session"] = {"arena_voter": voter}
+    connected, _ = await communicator.connect()
+    frames: list[dict] = []
+    if connected:
+        while True:
+            frame = await communicator.receive_json_from(timeout=20)
+            frames.append(frame)
+            if frame["type"] in {"battle_done", "error"}:
+                break
+    await communicator.disconnect()
+    return frames, connected
+
+
+def new_battle(prompt: str = "Say something") -> Battle:
+    return battle_create(prompt=prompt, voter_key=factories.voter_key(VOTER), ip_hash="ip")
+
+
+async def db(fn, *args, **kwargs):
+    from channels.db import database_sync_to_async
+
+    return await database_sync_to_async(fn)(*args, **kwargs)
+
+
+async def test_both_answers_stream_by_side_and_are_stored_with_style(scripted_llm, settings):
+    settings.ARENA_MIN_VOTE_SECONDS = 2.0
+    await db(scripted_pair, scripted_llm, "## Plan\n- **one**\n- two", "Just plain text.")
+    battle = await db(new_battle)
+    frames, connected = await run_battle(battle.pk)
+    assert connected
+    deltas = [f for f in frames if f["type"] == "delta"]
+    assert {f["side"] for f in deltas} == {"a", "b"}
+    assert frames[-1] == {"type": "battle_done", "votable": True, "vote_after_ms": 2000}
+    assert all(set(f) <= {"type", "side", "text", "html", "finish_reason", "error", "votable", "vote_after_ms"} for f in frames)
+
+    stored = await db(lambda: {a.contestant.display_name: a for a in Battle.objects.get(pk=battle.pk).answers.select_related("contestant")})
+    markdown = stored["alpha-model"]
+    assert markdown.text == "## Plan\n- **one**\n- two"
+    assert markdown.header_counts["h2"] == 1
+    assert markdown.list_counts == {"ordered": 0, "unordered": 2}
+    assert markdown.bold_counts["**"] == 1
+    assert markdown.finish_reason == "stop"
+    assert markdown.first_token_ms is not None and markdown.total_ms >= markdown.first_token_ms
+    assert (await db(Battle.objects.get, pk=battle.pk)).state == Battle.State.COMPLETE
+
+
+async def test_no_frame_names_a_contestant_before_the_vote(scripted_llm):
+    await db(scripted_pair, scripted_llm, "First answer.", "Second answer.")
+    battle = await db(new_battle)
+    frames, _ = await run_battle(battle.pk)
+    raw = repr(frames)
+    for secret in ("alpha-model", "beta-model", scripted_llm.base_url, str(scripted_llm.port)):
+        assert secret not in raw
+
+
+async def test_a_script_tag_in_an_answer_arrives_escaped(scripted_llm):
+    await db(scripted_pair, scripted_llm, "<script>alert(1)</script> <img src=x onerror=alert(2)>", "ok")
+    battle = await db(new_battle)
+    frames, _ = await run_battle(battle.pk)
+    html = " ".join(f["html"] for f in frames if f["type"] == "side_done")
+    assert "<script" not in html and "<img" not in html
+    assert "&lt;script&gt;" in html
+
+
+async def test_an_answer_naming_its_model_voids_the_battle(scripted_llm):
+    await db(scripted_pair, scripted_llm, "Hi! I am alpha-model, nice to meet you.", "Hello.")
+    battle = await db(new_battle)
+    await run_battle(battle.pk)
+    battle = await db(Battle.objects.get, pk=battle.pk)
+    assert battle.state == Battle.State.COMPLETE
+    assert "revealed a model identity" in battle.void_reason
+
+
+async def test_a_configured_identity_word_voids_the_battle(scripted_llm, settings):
+    settings.ARENA_IDENTITY_WORDS = ["Acme Labs"]
+    await db(scripted_pair, scripted_llm, "I was trained by acme-labs.", "Hello.")
+    battle = await db(new_battle)
+    await run_battle(battle.pk)
+    assert (await db(Battle.objects.get, pk=battle.pk)).void_reason
+
+
+async def test_a_failing_model_fails_the_battle_and_says_so(scripted_llm):
+    await db(scripted_pair, scripted_llm, "fine", "")
+    scripted_llm.scripts["beta-model"] = Script("", fail_status=503)
+    battle = await db(new_battle)
+    frames, _ = await run_battle(battle.pk)
+    errors = [f["error"] for f in frames if f["type"] == "side_done" and f["error"]]
+    assert errors == ["This model failed to answer: model server error (HTTP 503)."]
+    assert frames[-1]["votable"] is False
+    assert (await db(Battle.objects.get, pk=battle.pk)).state == Battle.State.FAILED
+
+
+async def test_reopening_a_finished_battle_replays_it_without_generating_again(scripted_llm):
+    await db(scripted_pair, scripted_llm, "Once.", "Only once.")
+    battle = await db(new_battle)
+    await run_battle(battle.pk)
+    scripted_llm.scripts["alpha-model"] = Script("Changed!")
+    frames, _ = await run_battle(battle.pk)
+    assert [f["type"] for f in frames] == ["side_done", "side_done", "battle_done"]
+    assert "Changed" not in repr(frames)
+
+
+async def test_another_voters_battle_is_not_opened(scripted_llm):
+    await db(scripted_pair, scripted_llm, "x", "y")
+    battle = await db(new_battle)
+    frames, connected = await run_battle(battle.pk, voter="stranger")
+    assert not connected
+    assert (await db(Battle.objects.get, pk=battle.pk)).state == Battle.State.CREATED

@@ -1,0 +1,49 @@
+import pytest
+
+from arena.serving.client import Endpoint, StreamEnd, TextDelta, stream_chat
+from tests.support.scripted_llm import Script
+
+MESSAGES = [{"role": "user", "content": "Hello?"}]
+
+
+async def collect(endpoint, timeout_s=5.0):
+    events = [e async for e in stream_chat(endpoint, MESSAGES, max_tokens=32, temperature=0.0, timeout_s=timeout_s)]
+    text = "".join(e.text for e in events if isinstance(e, TextDelta))
+    ends = [e for e in events if isinstance(e, StreamEnd)]
+    assert len(ends) == 1 and events[-1] is ends[0], "exactly one StreamEnd, last"
+    return text, ends[0]
+
+
+@pytest.mark.asyncio
+async def test_streams_the_answer_and_reports_how_it_ended(scripted_llm):
+    scripted_llm.scripts["echo"] = Script("Hello from the other side.")
+    text, end = await collect(Endpoint(scripted_llm.base_url, "echo"))
+    assert text == "Hello from the other side."
+    assert end.finish_reason == "stop"
+    assert end.error == ""
+    assert end.first_token_s is not None and end.first_token_s <= end.total_s
+
+
+@pytest.mark.asyncio
+async def test_a_server_error_ends_the_stream_with_a_voter_safe_message(scripted_llm):
+    scripted_llm.scripts["broken"] = Script("", fail_status=500)
+    text, end = await collect(Endpoint(scripted_llm.base_url, "broken"))
+    assert text == ""
+    assert end.finish_reason == "error"
+    assert end.error == "model server error (HTTP 500)"
+    assert "broken" not in end.error and "127.0.0.1" not in end.error
+
+
+@pytest.mark.asyncio
+async def test_a_slow_server_times_out(scripted_llm):
+    scripted_llm.scripts["sleepy"] = Script("late", hang_s=3)
+    _, end = await collect(Endpoint(scripted_llm.base_url, "sleepy"), timeout_s=0.5)
+    assert end.finish_reason == "error"
+    assert "timed out" in end.error
+
+
+@pytest.mark.asyncio
+async def test_an_unreachable_server_is_an_error_not_an_exception():
+    _, end = await collect(Endpoint("http://127.0.0.1:9/v1", "nobody"))
+    assert end.finish_reason == "error"
+    assert "unreachable" in end.error

@@ -1,0 +1,111 @@
+"""A real OpenAI-compatible HTTP server whose "models" answer with scripted text.
+
+The tiny models cannot be made to write a `<script>` tag or their own name on demand, so the
+tests that check how the arena treats hostile or revealing answers use this server instead.
+It speaks the same streaming protocol (SSE chunks, finish_reason, [DONE]) as `transformers
+serve` and vLLM, so the arena's code path is the production one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, StreamingResponse
+from starlette.routing import Route
+
+
+@dataclass
+class Script:
+    text: str
+    chunk_chars: int = 4
+    delay_s: float = 0.01
+    fail_status: int | None = None  # answer with this HTTP status instead of text
+    hang_s: float = 0.0  # wait this long before the first chunk (for timeouts)
+
+
+@dataclass
+class ScriptedLLM:
+    scripts: dict[str, Script] = field(default_factory=dict)
+    host: str = "127.0.0.1"
+    port: int = 0
+    _server: uvicorn.Server | None = None
+    _thread: threading.Thread | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    def start(self) -> None:
+        if not self.port:
+            with socket.socket() as probe:
+                probe.bind((self.host, 0))
+                self.port = probe.getsockname()[1]
+        app = Starlette(
+            routes=[
+                Route("/health", self._health),
+                Route("/v1/models", self._models),
+                Route("/v1/chat/completions", self._chat, methods=["POST"]),
+            ]
+        )
+        config = uvicorn.Config(app, host=self.host, port=self.port, log_level="warning")
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started:
+            if time.monotonic() > deadline:
+                raise RuntimeError("scripted LLM server did not start")
+            time.sleep(0.02)
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    async def _health(self, request: Request) -> JSONResponse:
+        return JSONResponse({"status": "ok"})
+
+    async def _models(self, request: Request) -> JSONResponse:
+        return JSONResponse({"object": "list", "data": [{"id": m, "object": "model"} for m in self.scripts]})
+
+    async def _chat(self, request: Request) -> JSONResponse | StreamingResponse:
+        body = await request.json()
+        script = self.scripts.get(body.get("model", ""))
+        if script is None:
+            return JSONResponse({"error": {"message": "model not found"}}, status_code=404)
+        if script.fail_status is not None:
+            return JSONResponse({"error": {"message": "scripted failure"}}, status_code=script.fail_status)
+        model = body["model"]
+
+        async def chunks():
+            if script.hang_s:
+                await asyncio.sleep(script.hang_s)
+            text = script.text
+            for start in range(0, len(text), script.chunk_chars):
+                piece = text[start : start + script.chunk_chars]
+                yield _sse(model, {"content": piece}, None)
+                await asyncio.sleep(script.delay_s)
+            yield _sse(model, {}, "stop")
+            yield "data: [DONE]\n\n"
+
+        return StreamingResponse(chunks(), media_type="text/event-stream")
+
+
+def _sse(model: str, delta: dict[str, str], finish_reason: str | None) -> str:
+    chunk = {
+        "id": "chatcmpl-scripted",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+    }
+    return f"data: {json.dumps(chunk)}\n\n"
