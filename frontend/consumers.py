@@ -27,13 +27,7 @@ class BattleConsumer(AsyncJsonWebsocketConsumer):
 
     async def connect(self) -> None:
         battle_id = self.scope["url_route"]["kwargs"]["battle_id"]
-        session = self.scope.get("session")
-        voter_key = voter_key_or_none(session) if session is not None else None
-        battle = None
-        if voter_key:
-            battle = await database_sync_to_async(battle_for_voter)(
-                battle_id=battle_id, voter_key=voter_key
-            )
+        battle = await database_sync_to_async(_battle_of_session)(self.scope.get("session"), battle_id)
         if battle is None:
             await self.close(code=4404)
             return
@@ -86,6 +80,12 @@ class BattleConsumer(AsyncJsonWebsocketConsumer):
         else:
             frame["message"] = "A model failed to answer, so this battle cannot be voted on."
         await self.send_json(frame)
+
+
+def _battle_of_session(session: Any, battle_id: str) -> Battle | None:
+    # Reading the session may hit the database, so it happens here, off the event loop.
+    voter_key = voter_key_or_none(session) if session is not None else None
+    return battle_for_voter(battle_id=battle_id, voter_key=voter_key) if voter_key else None
 
 
 def _stored_results(battle: Battle) -> list[tuple[str, SideResult]]:

@@ -1,0 +1,82 @@
+import json
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from arena.battles.export import ExportFormatError, read_battle_export
+from arena.battles.models import Answer
+from arena.battles.services import vote_record
+from tests import factories
+
+pytestmark = pytest.mark.django_db
+
+
+def voted_battle(choice, *, a, b, void_reason="", texts=("## Hi\n- **x**", "plain")):
+    battle = factories.complete_battle(a=a, b=b, void_reason=void_reason, texts=texts)
+    Answer.objects.filter(battle=battle, side="a").update(
+        tokens=7, header_counts={"h1": 0, "h2": 1, "h3": 0, "h4": 0, "h5": 0, "h6": 0},
+        list_counts={"ordered": 0, "unordered": 1}, bold_counts={"**": 1, "__": 0},
+    )
+    vote_record(battle_id=battle.pk, choice=choice, voter_key=factories.voter_key(), ip_hash="ip")
+    return battle
+
+
+def test_the_export_round_trips_through_the_contract_reader(tmp_path):
+    left, right = factories.contestant("left"), factories.contestant("right")
+    counted = [voted_battle(c, a=left, b=right) for c in ("a", "b", "tie", "bothbad")]
+    voted_battle("a", a=left, b=right, void_reason="answer A revealed a model identity")
+    out = tmp_path / "battles.jsonl"
+
+    call_command("battles", "export", "--out", str(out))
+
+    records = read_battle_export(out, require_style=True)
+    assert [r.battle_id for r in records] == [b.pk for b in counted]  # void battle left out
+    assert [r.winner for r in records] == ["model_a", "model_b", "tie", "tie (bothbad)"]
+    first = records[0]
+    assert (first.model_a, first.model_b) == ("left", "right")
+    assert first.style_a.tokens == 7
+    assert first.style_a.headers["h2"] == 1
+    assert first.style_a.lists == {"ordered": 0, "unordered": 1}
+    assert first.style_a.bold == {"**": 1, "__": 0}
+    assert first.judge == factories.voter_key() and "voter-1" not in out.read_text()
+    assert first.raw["conversation_a"][1] == {"role": "assistant", "content": "## Hi\n- **x**"}
+
+
+def test_the_reader_names_the_line_of_a_bad_record(tmp_path):
+    good = {"model_a": "x", "model_b": "y", "winner": "model_a"}
+    cases = [
+        ({**good, "winner": "model_c"}, "unknown winner 'model_c'"),
+        ({**good, "model_b": "x"}, "against itself"),
+        ({"model_a": "x", "winner": "tie"}, "missing or empty 'model_b'"),
+        (good, "no style metadata"),
+    ]
+    for row, message in cases:
+        path = tmp_path / "bad.jsonl"
+        path.write_text(json.dumps(good | {"conv_metadata": _style()}) + "\n" + json.dumps(row) + "\n")
+        with pytest.raises(ExportFormatError, match=f"line 2: .*{message}"):
+            read_battle_export(path, require_style=True)
+
+
+def test_a_chatbot_arena_style_line_without_our_extra_fields_is_read(tmp_path):
+    path = tmp_path / "public.jsonl"
+    row = {"question_id": "q1", "model_a": "m1", "model_b": "m2", "winner": "tie (bothbad)",
+           "tstamp": 1700000000.5, "judge": "arena_user_1", "conv_metadata": _style()}
+    path.write_text(json.dumps(row) + "\n")
+    [record] = read_battle_export(path, require_style=True)
+    assert record.battle_id == "q1"
+    assert record.style_b.tokens == 5
+
+
+def test_export_into_a_missing_directory_is_a_clear_error(tmp_path):
+    with pytest.raises(CommandError, match="does not exist"):
+        call_command("battles", "export", "--out", str(tmp_path / "nope" / "x.jsonl"))
+
+
+def _style():
+    side = {"header": {f"h{i}": 0 for i in range(1, 7)}, "list": {"ordered": 0, "unordered": 0}, "bold": {"**": 0, "__": 0}}
+    return {
+        "sum_assistant_a_tokens": 4, "sum_assistant_b_tokens": 5,
+        "header_count_a": side["header"], "header_count_b": side["header"],
+        "list_count_a": side["list"], "list_count_b": side["list"],
+        "bold_count_a": side["bold"], "bold_count_b": side["bold"],
+    }

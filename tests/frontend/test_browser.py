@@ -1,0 +1,172 @@
+"""End to end in a real browser (Debian's Chromium driven by Playwright) against the arena
+running in daphne, PostgreSQL, the Redis channel layer and real `transformers serve` models."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from arena.battles.models import Answer, Battle, Vote
+from tests import factories
+from tests.support.scripted_llm import Script
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM_ARGS = [
+    "--no-sandbox",  # the suite runs as root
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    executable = shutil.which("chromium") or "/usr/bin/chromium"
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser: Browser, monkeypatch: pytest.MonkeyPatch) -> Iterator[Page]:
+    # Playwright's sync API keeps an event loop running in this thread; the test's own ORM
+    # calls are still plain synchronous ones, so Django's guard against them is lifted here.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    context = browser.new_context()
+    page = context.new_page()
+    page.set_default_timeout(60_000)
+    yield page
+    context.close()
+
+
+class Recorder:
+    """Every byte the browser receives: response headers and bodies, and WebSocket frames."""
+
+    def __init__(self, page: Page) -> None:
+        self.responses = []
+        self.frames: list[str] = []
+        self.urls: list[str] = []
+        page.on("response", self.responses.append)
+        page.on("request", lambda request: self.urls.append(request.url))
+        page.on("websocket", self._socket)
+
+    def _socket(self, socket) -> None:
+        self.urls.append(socket.url)
+        socket.on("framereceived", lambda payload: self.frames.append(str(payload)))
+
+    def everything(self) -> str:
+        parts = [*self.urls, *self.frames]
+        for response in self.responses:
+            parts.append(response.url)
+            parts.extend(f"{name}: {value}" for name, value in response.all_headers().items())
+            try:
+                parts.append(response.body().decode("utf-8", "replace"))
+            except Exception:  # a redirect or an aborted request has no body
+                pass
+        return "\n".join(parts)
+
+
+def ask(page: Page, arena_url: str, prompt: str) -> None:
+    page.goto(arena_url)
+    page.fill("#prompt", prompt)
+    page.click("#send")
+
+
+def wait_for_both_answers(page: Page) -> None:
+    expect(page.locator("#status-a")).to_contain_text("Done", timeout=60_000)
+    expect(page.locator("#status-b")).to_contain_text("Done", timeout=60_000)
+
+
+def test_a_voter_battles_two_real_models_votes_and_sees_who_they_were(arena, model_servers, page):
+    contestants = {
+        name: factories.contestant(f"tiny-{name}", endpoint=endpoint)
+        for name, endpoint in model_servers.items()
+    }
+    recorder = Recorder(page)
+
+    ask(page, arena.url, "What is 2 plus 3?")
+    wait_for_both_answers(page)
+
+    deltas = [f for f in recorder.frames if '"delta"' in f]
+    assert any('"side": "a"' in f for f in deltas) and any('"side": "b"' in f for f in deltas)
+    assert len(deltas) > 4, "answers arrive token by token, not in one piece"
+    vote_a = page.get_by_role("button", name="A is better")
+    expect(vote_a).to_be_enabled()
+
+    # Blindness: nothing received before the vote names a contestant, its server or its files.
+    received = recorder.everything()
+    for contestant in contestants.values():
+        for secret in (contestant.display_name, contestant.base_url, contestant.served_model_name):
+            assert secret not in received, f"{secret!r} reached the browser before the vote"
+    assert str(model_servers["base"].base_url.split(":")[-1].split("/")[0]) not in received.replace(arena.url, "")
+
+    vote_a.click()
+    expect(page.locator("#result")).to_be_visible()
+    expect(page.locator("#result-message")).to_contain_text("Your vote counts")
+    revealed = {page.inner_text("#reveal-a").strip("— "), page.inner_text("#reveal-b").strip("— ")}
+    battle = Battle.objects.get()
+    shown = {a.contestant.display_name for a in battle.answers.select_related("contestant")}
+    assert revealed == shown and len(shown) == 2
+    assert Vote.objects.get(battle=battle).choice == "a"
+    for answer in Answer.objects.filter(battle=battle):
+        assert answer.text, "both answers were stored"
+        assert answer.first_token_ms is not None and answer.total_ms is not None
+        print(f"[latency] {answer.contestant.display_name}: first token {answer.first_token_ms} ms, "
+              f"full answer {answer.total_ms} ms, {answer.tokens} tokens, {answer.finish_reason}")
+    expect(vote_a).to_be_disabled()
+
+    # Voting again on the same battle is refused; retrying the same vote changes nothing.
+    second = page.evaluate(
+        """async (id) => {
+            const csrf = document.querySelector("input[name=csrfmiddlewaretoken]").value;
+            const send = (choice) => fetch(`/api/battles/${id}/vote`, {method: "POST",
+                headers: {"Content-Type": "application/json", "X-CSRFToken": csrf},
+                body: JSON.stringify({choice})}).then(r => r.status);
+            return [await send("b"), await send("a")];
+        }""",
+        battle.pk,
+    )
+    assert second == [409, 200]
+    assert Vote.objects.count() == 1
+
+    page.click("#new-battle")
+    expect(page.locator("#battle")).to_be_hidden()
+    expect(page.locator("#prompt")).to_have_value("")
+
+
+def test_a_script_in_an_answer_is_inert_and_a_self_naming_answer_voids_the_battle(arena, scripted_llm, page):
+    hostile = (
+        "Look: <script>window.__pwned = 1</script>"
+        '<img src=x onerror="window.__pwned = 2"> and [a link](javascript:window.__pwned=3) **bold**'
+    )
+    scripted_llm.scripts["hostile"] = Script(hostile)
+    scripted_llm.scripts["narcissus"] = Script("Hello! I am Narcissus, the best model here.")
+    from arena.serving.client import Endpoint
+
+    factories.contestant("hostile", endpoint=Endpoint(scripted_llm.base_url, "hostile"))
+    factories.contestant("Narcissus", endpoint=Endpoint(scripted_llm.base_url, "narcissus"))
+
+    ask(page, arena.url, "Say something")
+    wait_for_both_answers(page)
+
+    assert page.evaluate("window.__pwned") is None
+    assert page.locator("a[href^='javascript']").count() == 0
+    hostile_side = "a" if "window.__pwned" in page.inner_text("#body-a") else "b"
+    body = page.locator(f"#body-{hostile_side}")
+    assert "<script>window.__pwned = 1</script>" in body.inner_text()  # shown as text
+    assert body.locator("script, img").count() == 0
+    assert body.locator("strong").inner_text() == "bold"  # markdown still rendered
+
+    page.get_by_role("button", name="Tie").click()
+    expect(page.locator("#result-message")).to_contain_text("does not count")
+    vote = Vote.objects.get()
+    assert vote.counted is False
+    assert "revealed a model identity" in vote.battle.void_reason
