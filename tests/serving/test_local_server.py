@@ -1,0 +1,66 @@
+"""The local serving backend on a real `transformers serve` process and a real tiny model."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from arena.serving.client import StreamEnd, TextDelta, stream_chat
+from arena.serving.local import ServerStartError, SupervisedModelServer
+from tests.conftest import TEST_LOG_DIR
+
+pytestmark = pytest.mark.slow
+
+
+async def ask(endpoint, prompt="What is 2 plus 3?", max_tokens=40):
+    text, end = "", None
+    async for event in stream_chat(
+        endpoint, [{"role": "user", "content": prompt}], max_tokens=max_tokens, temperature=0.0, timeout_s=60
+    ):
+        if isinstance(event, TextDelta):
+            text += event.text
+        else:
+            end = event
+    assert isinstance(end, StreamEnd)
+    return text, end
+
+
+@pytest.mark.asyncio
+async def test_the_instruct_model_stops_and_the_base_model_does_not(model_servers):
+    instruct_text, instruct_end = await ask(model_servers["instruct"])
+    base_text, base_end = await ask(model_servers["base"])
+    assert instruct_text and instruct_end.finish_reason == "stop"
+    assert base_text and base_end.finish_reason == "length"
+
+
+def test_a_crashed_server_is_restarted_and_answers_again(tiny_models):
+    import asyncio
+
+    server = SupervisedModelServer(
+        checkpoint=tiny_models / "instruct", port=18190, log_path=TEST_LOG_DIR / "serve-restart.log",
+        check_interval_s=0.2,
+    )
+    server.start()
+    try:
+        first_pid = server.pid
+        os.killpg(first_pid, signal.SIGKILL)
+        deadline = time.monotonic() + 90
+        while not (server.restarts == 1 and server.pid != first_pid and server.healthy()):
+            assert time.monotonic() < deadline, "the server was not restarted"
+            time.sleep(0.2)
+        text, end = asyncio.run(ask(server.endpoint))
+        assert text and end.finish_reason == "stop"
+    finally:
+        pid = server.pid
+        server.stop()
+    assert server.pid is None
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # stopped means gone, not orphaned
+
+
+def test_a_directory_without_a_model_is_refused_before_anything_starts(tmp_path):
+    with pytest.raises(ServerStartError, match="not a model checkpoint"):
+        SupervisedModelServer(checkpoint=tmp_path, port=18191).start()
