@@ -120,5 +120,7 @@ def parse_database_url(url: str, *, base_dir: Path) -> dict[str, Any]:
 def parse_redis_url(url: str) -> str:
     parts = urlsplit(url)
     if parts.scheme not in {"redis", "rediss", "unix"}:
-        raise ImproperlyConfigured(f"REDIS_URL={url!r} must start with redis://, rediss:// or unix://")
+        raise ImproperlyConfigured(
+            f"REDIS_URL={url!r} must start with redis://, rediss:// or unix://"
+        )
     return url

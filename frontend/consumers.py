@@ -27,7 +27,9 @@ class BattleConsumer(AsyncJsonWebsocketConsumer):
 
     async def connect(self) -> None:
         battle_id = self.scope["url_route"]["kwargs"]["battle_id"]
-        battle = await database_sync_to_async(_battle_of_session)(self.scope.get("session"), battle_id)
+        battle = await database_sync_to_async(_battle_of_session)(
+            self.scope.get("session"), battle_id
+        )
         if battle is None:
             await self.close(code=4404)
             return

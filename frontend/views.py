@@ -18,7 +18,12 @@ from arena.battles.selectors import prompt_suggest
 from arena.battles.services import BattleRefused, battle_create, vote_record
 from frontend.voters import ensure_voter, ip_hash, voter_key_or_none
 
-VOTE_LABELS = [("a", "A is better"), ("b", "B is better"), ("tie", "Tie"), ("bothbad", "Both are bad")]
+VOTE_LABELS = [
+    ("a", "A is better"),
+    ("b", "B is better"),
+    ("tie", "Tie"),
+    ("bothbad", "Both are bad"),
+]
 
 
 @require_GET
@@ -53,9 +58,7 @@ def start_battle(request: HttpRequest) -> JsonResponse:
         )
     except BattleRefused as refused:
         return _error(refused.message, refused.code, refused.status)
-    return JsonResponse(
-        {"battle": battle.pk, "socket": f"/ws/battles/{battle.pk}/"}, status=201
-    )
+    return JsonResponse({"battle": battle.pk, "socket": f"/ws/battles/{battle.pk}/"}, status=201)
 
 
 @require_POST

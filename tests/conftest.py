@@ -91,7 +91,16 @@ def live_arena(django_db_setup: None, django_db_blocker: object) -> Iterator[Liv
     TEST_LOG_DIR.mkdir(parents=True, exist_ok=True)
     with (TEST_LOG_DIR / "daphne.log").open("ab") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "arena.asgi:application"],
+            [
+                sys.executable,
+                "-m",
+                "daphne",
+                "-b",
+                "127.0.0.1",
+                "-p",
+                str(port),
+                "arena.asgi:application",
+            ],
             cwd=ROOT,
             env=env,
             stdout=log,
@@ -100,7 +109,9 @@ def live_arena(django_db_setup: None, django_db_blocker: object) -> Iterator[Liv
     deadline = time.monotonic() + 60
     while True:
         if process.poll() is not None:
-            raise RuntimeError(f"daphne exited with {process.returncode}; see {TEST_LOG_DIR / 'daphne.log'}")
+            raise RuntimeError(
+                f"daphne exited with {process.returncode}; see {TEST_LOG_DIR / 'daphne.log'}"
+            )
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=1):
                 break

@@ -16,8 +16,14 @@ from arena.serving.services import contestant_register
 _numbers = count(1)
 
 
-def contestant(name: str | None = None, *, endpoint: Endpoint | None = None, weight: float = 1.0,
-               active: bool = True, identity_words: list[str] | None = None) -> Contestant:
+def contestant(
+    name: str | None = None,
+    *,
+    endpoint: Endpoint | None = None,
+    weight: float = 1.0,
+    active: bool = True,
+    identity_words: list[str] | None = None,
+) -> Contestant:
     name = name or f"model-{next(_numbers)}"
     return contestant_register(
         display_name=name,
@@ -33,9 +39,16 @@ def voter_key(voter: str = "voter-1") -> str:
     return salted_hash("voter", voter)
 
 
-def complete_battle(*, voter: str = "voter-1", a: Contestant | None = None, b: Contestant | None = None,
-                    texts: tuple[str, str] = ("Answer A.", "Answer B."), void_reason: str = "",
-                    seconds_ago: float = 60.0, state: str = Battle.State.COMPLETE) -> Battle:
+def complete_battle(
+    *,
+    voter: str = "voter-1",
+    a: Contestant | None = None,
+    b: Contestant | None = None,
+    texts: tuple[str, str] = ("Answer A.", "Answer B."),
+    void_reason: str = "",
+    seconds_ago: float = 60.0,
+    state: str = Battle.State.COMPLETE,
+) -> Battle:
     a = a or contestant()
     b = b or contestant()
     battle = Battle.objects.create(
@@ -48,7 +61,12 @@ def complete_battle(*, voter: str = "voter-1", a: Contestant | None = None, b: C
     )
     for side, who, text in (("a", a, texts[0]), ("b", b, texts[1])):
         Answer.objects.create(
-            battle=battle, side=side, contestant=who, text=text, finish_reason="stop", tokens=3,
+            battle=battle,
+            side=side,
+            contestant=who,
+            text=text,
+            finish_reason="stop",
+            tokens=3,
             header_counts={f"h{i}": 0 for i in range(1, 7)},
             list_counts={"ordered": 0, "unordered": 0},
             bold_counts={"**": 0, "__": 0},

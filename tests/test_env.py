@@ -7,17 +7,29 @@ from arena.env import env_bool, env_int, env_list, parse_database_url, parse_red
 
 
 def test_postgres_urls_become_django_settings():
-    db = parse_database_url("postgres://arena:p%40ss@db.local:6543/arena?sslmode=require", base_dir=Path("/x"))
+    db = parse_database_url(
+        "postgres://arena:p%40ss@db.local:6543/arena?sslmode=require", base_dir=Path("/x")
+    )
     assert db["ENGINE"] == "django.db.backends.postgresql"
     assert (db["USER"], db["PASSWORD"], db["HOST"], db["PORT"], db["NAME"]) == (
-        "arena", "p@ss", "db.local", "6543", "arena"
+        "arena",
+        "p@ss",
+        "db.local",
+        "6543",
+        "arena",
     )
     assert db["OPTIONS"] == {"sslmode": "require"}
 
 
 def test_sqlite_paths_are_relative_to_the_project_unless_absolute():
-    assert parse_database_url("sqlite:///var/a.sqlite3", base_dir=Path("/proj"))["NAME"] == "/proj/var/a.sqlite3"
-    assert parse_database_url("sqlite:////tmp/a.sqlite3", base_dir=Path("/proj"))["NAME"] == "/tmp/a.sqlite3"
+    assert (
+        parse_database_url("sqlite:///var/a.sqlite3", base_dir=Path("/proj"))["NAME"]
+        == "/proj/var/a.sqlite3"
+    )
+    assert (
+        parse_database_url("sqlite:////tmp/a.sqlite3", base_dir=Path("/proj"))["NAME"]
+        == "/tmp/a.sqlite3"
+    )
 
 
 @pytest.mark.parametrize("url", ["mysql://x/y", "postgres://host/", "sqlite://"])

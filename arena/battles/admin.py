@@ -6,7 +6,15 @@ from arena.battles.models import Answer, Battle, SuggestedPrompt, Vote
 class AnswerInline(admin.TabularInline):
     model = Answer
     extra = 0
-    fields = ["side", "contestant", "finish_reason", "error", "first_token_ms", "total_ms", "tokens"]
+    fields = [
+        "side",
+        "contestant",
+        "finish_reason",
+        "error",
+        "first_token_ms",
+        "total_ms",
+        "tokens",
+    ]
     readonly_fields = fields
 
 

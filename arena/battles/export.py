@@ -155,7 +155,9 @@ def parse_battle_line(line: str, number: int, *, require_style: bool = False) ->
 def _side_style(metadata: dict[str, Any], side: str, number: int) -> SideStyle:
     tokens = metadata.get(f"sum_assistant_{side}_tokens")
     if not isinstance(tokens, int) or tokens < 0:
-        raise ExportFormatError(number, f"sum_assistant_{side}_tokens must be a non-negative integer")
+        raise ExportFormatError(
+            number, f"sum_assistant_{side}_tokens must be a non-negative integer"
+        )
     return SideStyle(
         tokens=tokens,
         headers=_counts(metadata, f"header_count_{side}", HEADER_KEYS, number),
@@ -164,7 +166,9 @@ def _side_style(metadata: dict[str, Any], side: str, number: int) -> SideStyle:
     )
 
 
-def _counts(metadata: dict[str, Any], field: str, keys: tuple[str, ...], number: int) -> dict[str, int]:
+def _counts(
+    metadata: dict[str, Any], field: str, keys: tuple[str, ...], number: int
+) -> dict[str, int]:
     value = metadata.get(field)
     if not isinstance(value, dict):
         raise ExportFormatError(number, f"missing {field!r} in conv_metadata")

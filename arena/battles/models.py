@@ -24,7 +24,9 @@ class Battle(models.Model):
     state = models.CharField(max_length=16, choices=State.choices, default=State.CREATED)
     # Non-empty when the battle must not count (an answer revealed an identity, ...).
     void_reason = models.CharField(max_length=300, blank=True)
-    voter_key = models.CharField(max_length=64, db_index=True, help_text="salted hash of the session")
+    voter_key = models.CharField(
+        max_length=64, db_index=True, help_text="salted hash of the session"
+    )
     ip_hash = models.CharField(max_length=64, db_index=True, help_text="salted hash of the IP")
     phase = models.CharField(max_length=50, blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
@@ -77,7 +79,9 @@ class Vote(models.Model):
         BOTH_BAD = "bothbad", "Both are bad"
 
     # The primary key is the battle: the database itself allows one vote per battle.
-    battle = models.OneToOneField(Battle, on_delete=models.CASCADE, primary_key=True, related_name="vote")
+    battle = models.OneToOneField(
+        Battle, on_delete=models.CASCADE, primary_key=True, related_name="vote"
+    )
     choice = models.CharField(max_length=8, choices=Choice.choices)
     counted = models.BooleanField()
     voter_key = models.CharField(max_length=64, db_index=True)

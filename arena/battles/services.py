@@ -43,7 +43,9 @@ def salted_hash(kind: str, value: str) -> str:
     return digest.hexdigest()[:32]
 
 
-def pick_contestants(contestants: list[Contestant], rng: random.Random) -> tuple[Contestant, Contestant]:
+def pick_contestants(
+    contestants: list[Contestant], rng: random.Random
+) -> tuple[Contestant, Contestant]:
     """Two different contestants, each drawn with probability proportional to its weight,
     returned in random side order."""
     pool = [c for c in contestants if c.weight > 0]
@@ -77,11 +79,15 @@ def battle_create(
     recent = Battle.objects.filter(created_at__gte=minute_ago)
     if recent.filter(voter_key=voter_key).count() >= settings.ARENA_BATTLES_PER_MINUTE:
         raise BattleRefused(
-            "You are starting battles too quickly; please wait a minute.", status=429, code="rate_limited"
+            "You are starting battles too quickly; please wait a minute.",
+            status=429,
+            code="rate_limited",
         )
     if recent.filter(ip_hash=ip_hash).count() >= settings.ARENA_BATTLES_PER_MINUTE_PER_IP:
         raise BattleRefused(
-            "Too many battles from your network; please wait a minute.", status=429, code="rate_limited"
+            "Too many battles from your network; please wait a minute.",
+            status=429,
+            code="rate_limited",
         )
     side_a, side_b = pick_contestants(contestants_active(), rng or random.SystemRandom())
     with transaction.atomic():
@@ -196,7 +202,9 @@ def vote_record(*, battle_id: str, choice: str, voter_key: str, ip_hash: str) ->
             existing = Vote.objects.get(battle=battle)
     if existing.choice != choice:
         raise BattleRefused("This battle already has your vote.", status=409, code="already_voted")
-    reveal = {a.side: a.contestant.display_name for a in battle.answers.select_related("contestant")}
+    reveal = {
+        a.side: a.contestant.display_name for a in battle.answers.select_related("contestant")
+    }
     return VoteOutcome(battle.pk, existing.choice, existing.counted, battle.void_reason, reveal)
 
 
@@ -208,12 +216,12 @@ def _check_votable(battle: Battle) -> None:
             code="battle_failed",
         )
     if battle.state != Battle.State.COMPLETE or battle.completed_at is None:
-        raise BattleRefused("Please wait until both answers are complete.", status=409, code="not_ready")
+        raise BattleRefused(
+            "Please wait until both answers are complete.", status=409, code="not_ready"
+        )
     waited = (timezone.now() - battle.completed_at).total_seconds()
     if waited < settings.ARENA_MIN_VOTE_SECONDS:
-        raise BattleRefused(
-            "Please read both answers before voting.", status=429, code="too_early"
-        )
+        raise BattleRefused("Please read both answers before voting.", status=429, code="too_early")
 
 
 def _announce_vote(battle_id: str, counted: bool) -> None:
@@ -233,7 +241,9 @@ def prompts_load(*, texts: list[str]) -> int:
     """Add prompts to the suggestion pool; returns how many were new."""
     cleaned = {t.strip() for t in texts if t.strip()}
     existing = set(SuggestedPrompt.objects.filter(text__in=cleaned).values_list("text", flat=True))
-    SuggestedPrompt.objects.bulk_create([SuggestedPrompt(text=t) for t in sorted(cleaned - existing)])
+    SuggestedPrompt.objects.bulk_create(
+        [SuggestedPrompt(text=t) for t in sorted(cleaned - existing)]
+    )
     return len(cleaned - existing)
 
 

@@ -81,10 +81,17 @@ async def stream_chat(
         yield StreamEnd("error", f"timed out after {timeout_s:g} s", first_token_s, _since(started))
         return
     except openai.APIStatusError as exc:
-        yield StreamEnd("error", f"model server error (HTTP {exc.status_code})", first_token_s, _since(started))
+        yield StreamEnd(
+            "error", f"model server error (HTTP {exc.status_code})", first_token_s, _since(started)
+        )
         return
     except (openai.APIError, OSError) as exc:
-        yield StreamEnd("error", f"model server unreachable ({type(exc).__name__})", first_token_s, _since(started))
+        yield StreamEnd(
+            "error",
+            f"model server unreachable ({type(exc).__name__})",
+            first_token_s,
+            _since(started),
+        )
         return
     finally:
         await client.close()

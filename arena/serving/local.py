@@ -38,7 +38,9 @@ def transformers_cli() -> list[str]:
     found = shutil.which("transformers")
     if found:
         return [found]
-    raise ServerStartError("the `transformers` command is not installed (pip install transformers[serving])")
+    raise ServerStartError(
+        "the `transformers` command is not installed (pip install transformers[serving])"
+    )
 
 
 @dataclass
@@ -101,7 +103,9 @@ class SupervisedModelServer:
 
     def healthy(self) -> bool:
         try:
-            with urllib.request.urlopen(f"http://{self.host}:{self.port}/health", timeout=2) as reply:
+            with urllib.request.urlopen(
+                f"http://{self.host}:{self.port}/health", timeout=2
+            ) as reply:
                 return reply.status == 200
         except (urllib.error.URLError, OSError):
             return False
@@ -145,7 +149,9 @@ class SupervisedModelServer:
                 _terminate_group(process, 5.0)
                 return
             self._process = process
-        log.info("started model server pid %s on port %s for %s", process.pid, self.port, self.checkpoint)
+        log.info(
+            "started model server pid %s on port %s for %s", process.pid, self.port, self.checkpoint
+        )
 
     def _watch(self) -> None:
         failed_checks = 0

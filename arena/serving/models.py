@@ -30,7 +30,9 @@ class Contestant(models.Model):
     class Meta:
         ordering = ["display_name"]
         constraints = [
-            models.CheckConstraint(condition=models.Q(weight__gte=0), name="contestant_weight_gte_0")
+            models.CheckConstraint(
+                condition=models.Q(weight__gte=0), name="contestant_weight_gte_0"
+            )
         ]
 
     def __str__(self) -> str:

@@ -14,8 +14,10 @@ pytestmark = pytest.mark.django_db
 def voted_battle(choice, *, a, b, void_reason="", texts=("## Hi\n- **x**", "plain")):
     battle = factories.complete_battle(a=a, b=b, void_reason=void_reason, texts=texts)
     Answer.objects.filter(battle=battle, side="a").update(
-        tokens=7, header_counts={"h1": 0, "h2": 1, "h3": 0, "h4": 0, "h5": 0, "h6": 0},
-        list_counts={"ordered": 0, "unordered": 1}, bold_counts={"**": 1, "__": 0},
+        tokens=7,
+        header_counts={"h1": 0, "h2": 1, "h3": 0, "h4": 0, "h5": 0, "h6": 0},
+        list_counts={"ordered": 0, "unordered": 1},
+        bold_counts={"**": 1, "__": 0},
     )
     vote_record(battle_id=battle.pk, choice=choice, voter_key=factories.voter_key(), ip_hash="ip")
     return battle
@@ -52,15 +54,24 @@ def test_the_reader_names_the_line_of_a_bad_record(tmp_path):
     ]
     for row, message in cases:
         path = tmp_path / "bad.jsonl"
-        path.write_text(json.dumps(good | {"conv_metadata": _style()}) + "\n" + json.dumps(row) + "\n")
+        path.write_text(
+            json.dumps(good | {"conv_metadata": _style()}) + "\n" + json.dumps(row) + "\n"
+        )
         with pytest.raises(ExportFormatError, match=f"line 2: .*{message}"):
             read_battle_export(path, require_style=True)
 
 
 def test_a_chatbot_arena_style_line_without_our_extra_fields_is_read(tmp_path):
     path = tmp_path / "public.jsonl"
-    row = {"question_id": "q1", "model_a": "m1", "model_b": "m2", "winner": "tie (bothbad)",
-           "tstamp": 1700000000.5, "judge": "arena_user_1", "conv_metadata": _style()}
+    row = {
+        "question_id": "q1",
+        "model_a": "m1",
+        "model_b": "m2",
+        "winner": "tie (bothbad)",
+        "tstamp": 1700000000.5,
+        "judge": "arena_user_1",
+        "conv_metadata": _style(),
+    }
     path.write_text(json.dumps(row) + "\n")
     [record] = read_battle_export(path, require_style=True)
     assert record.battle_id == "q1"
@@ -73,10 +84,18 @@ def test_export_into_a_missing_directory_is_a_clear_error(tmp_path):
 
 
 def _style():
-    side = {"header": {f"h{i}": 0 for i in range(1, 7)}, "list": {"ordered": 0, "unordered": 0}, "bold": {"**": 0, "__": 0}}
+    side = {
+        "header": {f"h{i}": 0 for i in range(1, 7)},
+        "list": {"ordered": 0, "unordered": 0},
+        "bold": {"**": 0, "__": 0},
+    }
     return {
-        "sum_assistant_a_tokens": 4, "sum_assistant_b_tokens": 5,
-        "header_count_a": side["header"], "header_count_b": side["header"],
-        "list_count_a": side["list"], "list_count_b": side["list"],
-        "bold_count_a": side["bold"], "bold_count_b": side["bold"],
+        "sum_assistant_a_tokens": 4,
+        "sum_assistant_b_tokens": 5,
+        "header_count_a": side["header"],
+        "header_count_b": side["header"],
+        "list_count_a": side["list"],
+        "list_count_b": side["list"],
+        "bold_count_a": side["bold"],
+        "bold_count_b": side["bold"],
     }

@@ -100,16 +100,24 @@ class TestSampling:
 
 class TestVoting:
     def test_a_vote_is_recorded_and_reveals_both_models(self):
-        battle = factories.complete_battle(a=factories.contestant("left"), b=factories.contestant("right"))
-        outcome = vote_record(battle_id=battle.pk, choice="a", voter_key=factories.voter_key(), ip_hash="ip")
+        battle = factories.complete_battle(
+            a=factories.contestant("left"), b=factories.contestant("right")
+        )
+        outcome = vote_record(
+            battle_id=battle.pk, choice="a", voter_key=factories.voter_key(), ip_hash="ip"
+        )
         assert outcome.counted is True
         assert outcome.reveal == {"a": "left", "b": "right"}
         assert Vote.objects.get(battle=battle).choice == "a"
 
     def test_a_retried_vote_gets_the_same_answer_not_a_second_vote(self):
         battle = factories.complete_battle()
-        first = vote_record(battle_id=battle.pk, choice="tie", voter_key=factories.voter_key(), ip_hash="ip")
-        again = vote_record(battle_id=battle.pk, choice="tie", voter_key=factories.voter_key(), ip_hash="ip")
+        first = vote_record(
+            battle_id=battle.pk, choice="tie", voter_key=factories.voter_key(), ip_hash="ip"
+        )
+        again = vote_record(
+            battle_id=battle.pk, choice="tie", voter_key=factories.voter_key(), ip_hash="ip"
+        )
         assert first == again
         assert Vote.objects.count() == 1
 
@@ -117,37 +125,52 @@ class TestVoting:
         battle = factories.complete_battle()
         vote_record(battle_id=battle.pk, choice="a", voter_key=factories.voter_key(), ip_hash="ip")
         with pytest.raises(BattleRefused) as refused:
-            vote_record(battle_id=battle.pk, choice="b", voter_key=factories.voter_key(), ip_hash="ip")
+            vote_record(
+                battle_id=battle.pk, choice="b", voter_key=factories.voter_key(), ip_hash="ip"
+            )
         assert refused.value.status == 409
         assert Vote.objects.get(battle=battle).choice == "a"
 
     def test_only_the_battles_own_voter_can_vote(self):
         battle = factories.complete_battle(voter="owner")
         with pytest.raises(BattleRefused) as refused:
-            vote_record(battle_id=battle.pk, choice="a", voter_key=factories.voter_key("intruder"), ip_hash="ip")
+            vote_record(
+                battle_id=battle.pk,
+                choice="a",
+                voter_key=factories.voter_key("intruder"),
+                ip_hash="ip",
+            )
         assert refused.value.status == 403
         assert not Vote.objects.exists()
 
     def test_a_vote_before_both_answers_are_complete_is_refused(self):
         battle = factories.complete_battle(state=Battle.State.GENERATING)
         with pytest.raises(BattleRefused, match="both answers are complete"):
-            vote_record(battle_id=battle.pk, choice="a", voter_key=factories.voter_key(), ip_hash="ip")
+            vote_record(
+                battle_id=battle.pk, choice="a", voter_key=factories.voter_key(), ip_hash="ip"
+            )
 
     def test_a_vote_faster_than_anyone_can_read_is_refused(self, settings):
         settings.ARENA_MIN_VOTE_SECONDS = 5
         battle = factories.complete_battle(seconds_ago=1)
         with pytest.raises(BattleRefused) as refused:
-            vote_record(battle_id=battle.pk, choice="a", voter_key=factories.voter_key(), ip_hash="ip")
+            vote_record(
+                battle_id=battle.pk, choice="a", voter_key=factories.voter_key(), ip_hash="ip"
+            )
         assert refused.value.code == "too_early"
 
     def test_a_failed_battle_cannot_be_voted_on(self):
         battle = factories.complete_battle(state=Battle.State.FAILED)
         with pytest.raises(BattleRefused, match="failed to answer"):
-            vote_record(battle_id=battle.pk, choice="a", voter_key=factories.voter_key(), ip_hash="ip")
+            vote_record(
+                battle_id=battle.pk, choice="a", voter_key=factories.voter_key(), ip_hash="ip"
+            )
 
     def test_a_void_battle_takes_the_vote_but_does_not_count_it(self):
         battle = factories.complete_battle(void_reason="answer A revealed a model identity")
-        outcome = vote_record(battle_id=battle.pk, choice="b", voter_key=factories.voter_key(), ip_hash="ip")
+        outcome = vote_record(
+            battle_id=battle.pk, choice="b", voter_key=factories.voter_key(), ip_hash="ip"
+        )
         assert outcome.counted is False
         assert Vote.objects.get(battle=battle).counted is False
 
@@ -155,7 +178,9 @@ class TestVoting:
     def test_unknown_choices_are_refused(self, choice):
         battle = factories.complete_battle()
         with pytest.raises(BattleRefused, match="Unknown vote"):
-            vote_record(battle_id=battle.pk, choice=choice, voter_key=factories.voter_key(), ip_hash="ip")
+            vote_record(
+                battle_id=battle.pk, choice=choice, voter_key=factories.voter_key(), ip_hash="ip"
+            )
 
 
 @pytest.mark.django_db(transaction=True)

@@ -14,7 +14,8 @@ def fire_together(voter: HttpVoter, battle_id: str, choices: list[str]) -> list[
     start = threading.Barrier(len(choices))
     # One client per thread, all holding the same session and CSRF cookies.
     clients = [
-        httpx2.Client(base_url=voter.base_url, cookies=voter.client.cookies, timeout=60) for _ in choices
+        httpx2.Client(base_url=voter.base_url, cookies=voter.client.cookies, timeout=60)
+        for _ in choices
     ]
 
     def send(index: int) -> httpx2.Response:

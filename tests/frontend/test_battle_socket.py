@@ -17,7 +17,9 @@ VOTER = "socket-voter"
 
 
 def scripted_pair(scripted_llm, text_one: str, text_two: str, **script_options):
-    one = factories.contestant("alpha-model", endpoint=Endpoint(scripted_llm.base_url, "alpha-model"))
+    one = factories.contestant(
+        "alpha-model", endpoint=Endpoint(scripted_llm.base_url, "alpha-model")
+    )
     two = factories.contestant("beta-model", endpoint=Endpoint(scripted_llm.base_url, "beta-model"))
     scripted_llm.scripts["alpha-model"] = Script(text_one, **script_options)
     scripted_llm.scripts["beta-model"] = Script(text_two, **script_options)
@@ -25,7 +27,9 @@ def scripted_pair(scripted_llm, text_one: str, text_two: str, **script_options):
 
 
 async def run_battle(battle_id: str, voter: str = VOTER) -> tuple[list[dict], bool]:
-    communicator = WebsocketCommunicator(URLRouter(websocket_urlpatterns), f"/ws/battles/{battle_id}/")
+    communicator = WebsocketCommunicator(
+        URLRouter(websocket_urlpatterns), f"/ws/battles/{battle_id}/"
+    )
     communicator.scope["session"] = {"arena_voter": voter}
     connected, _ = await communicator.connect()
     frames: list[dict] = []
@@ -58,9 +62,18 @@ async def test_both_answers_stream_by_side_and_are_stored_with_style(scripted_ll
     deltas = [f for f in frames if f["type"] == "delta"]
     assert {f["side"] for f in deltas} == {"a", "b"}
     assert frames[-1] == {"type": "battle_done", "votable": True, "vote_after_ms": 2000}
-    assert all(set(f) <= {"type", "side", "text", "html", "finish_reason", "error", "votable", "vote_after_ms"} for f in frames)
+    assert all(
+        set(f)
+        <= {"type", "side", "text", "html", "finish_reason", "error", "votable", "vote_after_ms"}
+        for f in frames
+    )
 
-    stored = await db(lambda: {a.contestant.display_name: a for a in Battle.objects.get(pk=battle.pk).answers.select_related("contestant")})
+    stored = await db(
+        lambda: {
+            a.contestant.display_name: a
+            for a in Battle.objects.get(pk=battle.pk).answers.select_related("contestant")
+        }
+    )
     markdown = stored["alpha-model"]
     assert markdown.text == "## Plan\n- **one**\n- two"
     assert markdown.header_counts["h2"] == 1
@@ -81,7 +94,9 @@ async def test_no_frame_names_a_contestant_before_the_vote(scripted_llm):
 
 
 async def test_a_script_tag_in_an_answer_arrives_escaped(scripted_llm):
-    await db(scripted_pair, scripted_llm, "<script>alert(1)</script> <img src=x onerror=alert(2)>", "ok")
+    await db(
+        scripted_pair, scripted_llm, "<script>alert(1)</script> <img src=x onerror=alert(2)>", "ok"
+    )
     battle = await db(new_battle)
     frames, _ = await run_battle(battle.pk)
     html = " ".join(f["html"] for f in frames if f["type"] == "side_done")

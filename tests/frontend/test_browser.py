@@ -3,6 +3,7 @@ running in daphne, PostgreSQL, the Redis channel layer and real `transformers se
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from collections.abc import Iterator
 
@@ -54,7 +55,7 @@ class Recorder:
         self.responses = []
         self.frames: list[str] = []
         self.urls: list[str] = []
-        page.on("response", self.responses.append)
+        page.on("response", lambda response: self.responses.append(response))
         page.on("request", lambda request: self.urls.append(request.url))
         page.on("websocket", self._socket)
 
@@ -67,10 +68,8 @@ class Recorder:
         for response in self.responses:
             parts.append(response.url)
             parts.extend(f"{name}: {value}" for name, value in response.all_headers().items())
-            try:
+            with contextlib.suppress(Exception):  # a redirect or an aborted request has no body
                 parts.append(response.body().decode("utf-8", "replace"))
-            except Exception:  # a redirect or an aborted request has no body
-                pass
         return "\n".join(parts)
 
 
@@ -106,7 +105,9 @@ def test_a_voter_battles_two_real_models_votes_and_sees_who_they_were(arena, mod
     for contestant in contestants.values():
         for secret in (contestant.display_name, contestant.base_url, contestant.served_model_name):
             assert secret not in received, f"{secret!r} reached the browser before the vote"
-    assert str(model_servers["base"].base_url.split(":")[-1].split("/")[0]) not in received.replace(arena.url, "")
+    assert str(model_servers["base"].base_url.split(":")[-1].split("/")[0]) not in received.replace(
+        arena.url, ""
+    )
 
     vote_a.click()
     expect(page.locator("#result")).to_be_visible()
@@ -119,8 +120,10 @@ def test_a_voter_battles_two_real_models_votes_and_sees_who_they_were(arena, mod
     for answer in Answer.objects.filter(battle=battle):
         assert answer.text, "both answers were stored"
         assert answer.first_token_ms is not None and answer.total_ms is not None
-        print(f"[latency] {answer.contestant.display_name}: first token {answer.first_token_ms} ms, "
-              f"full answer {answer.total_ms} ms, {answer.tokens} tokens, {answer.finish_reason}")
+        print(
+            f"[latency] {answer.contestant.display_name}: first token {answer.first_token_ms} ms, "
+            f"full answer {answer.total_ms} ms, {answer.tokens} tokens, {answer.finish_reason}"
+        )
     expect(vote_a).to_be_disabled()
 
     # Voting again on the same battle is refused; retrying the same vote changes nothing.
@@ -142,7 +145,9 @@ def test_a_voter_battles_two_real_models_votes_and_sees_who_they_were(arena, mod
     expect(page.locator("#prompt")).to_have_value("")
 
 
-def test_a_script_in_an_answer_is_inert_and_a_self_naming_answer_voids_the_battle(arena, scripted_llm, page):
+def test_a_script_in_an_answer_is_inert_and_a_self_naming_answer_voids_the_battle(
+    arena, scripted_llm, page
+):
     hostile = (
         "Look: <script>window.__pwned = 1</script>"
         '<img src=x onerror="window.__pwned = 2"> and [a link](javascript:window.__pwned=3) **bold**'

@@ -18,7 +18,9 @@ def voter():
 
 
 def post(client, url, body):
-    return client.post(url, json.dumps(body), content_type="application/json", HTTP_X_CSRFTOKEN=client.csrf)
+    return client.post(
+        url, json.dumps(body), content_type="application/json", HTTP_X_CSRFTOKEN=client.csrf
+    )
 
 
 def test_the_arena_page_names_no_contestant_and_forbids_inline_scripts(voter):
@@ -42,7 +44,9 @@ def test_starting_a_battle_returns_only_an_opaque_id(voter):
 
 
 def test_posts_without_the_csrf_token_are_refused(voter):
-    reply = voter.post("/api/battles", json.dumps({"prompt": "Hello"}), content_type="application/json")
+    reply = voter.post(
+        "/api/battles", json.dumps({"prompt": "Hello"}), content_type="application/json"
+    )
     assert reply.status_code == 403
     assert not Battle.objects.exists()
 
@@ -51,19 +55,26 @@ def test_a_too_long_prompt_gets_a_clear_message(voter, settings):
     settings.ARENA_PROMPT_MAX_CHARS = 5
     reply = post(voter, "/api/battles", {"prompt": "far too long"})
     assert reply.status_code == 400
-    assert reply.json() == {"error": "Your prompt is 12 characters long; the limit is 5.", "code": "prompt_too_long"}
+    assert reply.json() == {
+        "error": "Your prompt is 12 characters long; the limit is 5.",
+        "code": "prompt_too_long",
+    }
 
 
 @pytest.mark.parametrize("raw", [b"{not json", b"[1, 2]"])
 def test_malformed_bodies_are_refused_with_a_message(voter, raw):
-    reply = voter.post("/api/battles", raw, content_type="application/json", HTTP_X_CSRFTOKEN=voter.csrf)
+    reply = voter.post(
+        "/api/battles", raw, content_type="application/json", HTTP_X_CSRFTOKEN=voter.csrf
+    )
     assert reply.status_code == 400
     assert reply.json()["code"] == "bad_json"
 
 
 def test_voting_reveals_the_models_and_a_second_vote_is_refused(voter):
     voter_id = voter.session["arena_voter"]
-    battle = factories.complete_battle(voter=voter_id, a=factories.contestant("left"), b=factories.contestant("right"))
+    battle = factories.complete_battle(
+        voter=voter_id, a=factories.contestant("left"), b=factories.contestant("right")
+    )
     reply = post(voter, f"/api/battles/{battle.pk}/vote", {"choice": "b"})
     assert reply.status_code == 200
     assert reply.json()["reveal"] == {"a": "left", "b": "right"}
@@ -74,7 +85,9 @@ def test_voting_reveals_the_models_and_a_second_vote_is_refused(voter):
 
 
 def test_a_void_battle_tells_the_voter_it_does_not_count(voter):
-    battle = factories.complete_battle(voter=voter.session["arena_voter"], void_reason="answer A revealed a model identity")
+    battle = factories.complete_battle(
+        voter=voter.session["arena_voter"], void_reason="answer A revealed a model identity"
+    )
     reply = post(voter, f"/api/battles/{battle.pk}/vote", {"choice": "a"})
     assert reply.json()["counted"] is False
     assert "does not count" in reply.json()["message"]

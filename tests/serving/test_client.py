@@ -7,7 +7,12 @@ MESSAGES = [{"role": "user", "content": "Hello?"}]
 
 
 async def collect(endpoint, timeout_s=5.0):
-    events = [e async for e in stream_chat(endpoint, MESSAGES, max_tokens=32, temperature=0.0, timeout_s=timeout_s)]
+    events = [
+        e
+        async for e in stream_chat(
+            endpoint, MESSAGES, max_tokens=32, temperature=0.0, timeout_s=timeout_s
+        )
+    ]
     text = "".join(e.text for e in events if isinstance(e, TextDelta))
     ends = [e for e in events if isinstance(e, StreamEnd)]
     assert len(ends) == 1 and events[-1] is ends[0], "exactly one StreamEnd, last"

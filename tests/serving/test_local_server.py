@@ -18,7 +18,11 @@ pytestmark = pytest.mark.slow
 async def ask(endpoint, prompt="What is 2 plus 3?", max_tokens=40):
     text, end = "", None
     async for event in stream_chat(
-        endpoint, [{"role": "user", "content": prompt}], max_tokens=max_tokens, temperature=0.0, timeout_s=60
+        endpoint,
+        [{"role": "user", "content": prompt}],
+        max_tokens=max_tokens,
+        temperature=0.0,
+        timeout_s=60,
     ):
         if isinstance(event, TextDelta):
             text += event.text
@@ -40,7 +44,9 @@ def test_a_crashed_server_is_restarted_and_answers_again(tiny_models):
     import asyncio
 
     server = SupervisedModelServer(
-        checkpoint=tiny_models / "instruct", port=18190, log_path=TEST_LOG_DIR / "serve-restart.log",
+        checkpoint=tiny_models / "instruct",
+        port=18190,
+        log_path=TEST_LOG_DIR / "serve-restart.log",
         check_interval_s=0.2,
     )
     server.start()

@@ -75,7 +75,9 @@ class ScriptedLLM:
         return JSONResponse({"status": "ok"})
 
     async def _models(self, request: Request) -> JSONResponse:
-        return JSONResponse({"object": "list", "data": [{"id": m, "object": "model"} for m in self.scripts]})
+        return JSONResponse(
+            {"object": "list", "data": [{"id": m, "object": "model"} for m in self.scripts]}
+        )
 
     async def _chat(self, request: Request) -> JSONResponse | StreamingResponse:
         body = await request.json()
@@ -83,7 +85,9 @@ class ScriptedLLM:
         if script is None:
             return JSONResponse({"error": {"message": "model not found"}}, status_code=404)
         if script.fail_status is not None:
-            return JSONResponse({"error": {"message": "scripted failure"}}, status_code=script.fail_status)
+            return JSONResponse(
+                {"error": {"message": "scripted failure"}}, status_code=script.fail_status
+            )
         model = body["model"]
 
         async def chunks():

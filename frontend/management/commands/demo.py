@@ -43,7 +43,9 @@ class Command(BaseCommand):
         prompts_load(texts=default_prompts())
 
         self._step(f"tiny models in {settings.ARENA_MODELS_DIR}")
-        build_tiny_models(settings.ARENA_MODELS_DIR, log=lambda line: self.stdout.write(f"    {line}"))
+        build_tiny_models(
+            settings.ARENA_MODELS_DIR, log=lambda line: self.stdout.write(f"    {line}")
+        )
 
         self._step("model servers (transformers serve, one per contestant)")
         backend = serving_backend_from_settings()
@@ -54,13 +56,26 @@ class Command(BaseCommand):
             checkpoints = [settings.ARENA_MODELS_DIR / d for d in DEMO_CONTESTANTS.values()]
             endpoints = backend.start(checkpoints)
             Contestant.objects.exclude(display_name__in=DEMO_CONTESTANTS).update(active=False)
-            for name, checkpoint, endpoint in zip(DEMO_CONTESTANTS, checkpoints, endpoints, strict=True):
-                contestant_register(display_name=name, endpoint=endpoint, checkpoint_path=str(checkpoint))
+            for name, checkpoint, endpoint in zip(
+                DEMO_CONTESTANTS, checkpoints, endpoints, strict=True
+            ):
+                contestant_register(
+                    display_name=name, endpoint=endpoint, checkpoint_path=str(checkpoint)
+                )
                 self.stdout.write(f"    {name:<14} {endpoint.base_url}")
 
             self._step("voting site (daphne)")
             site = subprocess.Popen(
-                [sys.executable, "-m", "daphne", "-b", host, "-p", str(port), "arena.asgi:application"],
+                [
+                    sys.executable,
+                    "-m",
+                    "daphne",
+                    "-b",
+                    host,
+                    "-p",
+                    str(port),
+                    "arena.asgi:application",
+                ],
                 env=os.environ.copy(),
                 start_new_session=True,
             )
@@ -102,7 +117,9 @@ def _port_free(host: str, port: int) -> bool:
     return True
 
 
-def _wait_for_port(host: str, port: int, process: subprocess.Popen[bytes], timeout_s: float = 60) -> None:
+def _wait_for_port(
+    host: str, port: int, process: subprocess.Popen[bytes], timeout_s: float = 60
+) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if process.poll() is not None:

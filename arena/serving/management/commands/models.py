@@ -9,7 +9,9 @@ from infra.tiny_models import build_tiny_models
 
 
 class Command(BaseCommand):
-    help = "Model checkpoints: build the tiny offline model kit (tokenizer, base, instruct, markdown)."
+    help = (
+        "Model checkpoints: build the tiny offline model kit (tokenizer, base, instruct, markdown)."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         actions = parser.add_subparsers(dest="action", required=True)
