@@ -74,6 +74,8 @@ class Command(BaseCommand):
                     host,
                     "-p",
                     str(port),
+                    "--access-log",
+                    str(settings.VAR_DIR / "logs" / "site-access.log"),
                     "arena.asgi:application",
                 ],
                 env=os.environ.copy(),
