@@ -1,0 +1,89 @@
+"""Battles as arrays: who met whom, who won, and how the two answers differed in style.
+
+No Django here: the rating core is plain numpy so it can be tested, benchmarked and reused
+on any battle file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+STYLE_FEATURES = ("length", "headers", "lists", "bold")
+# Outcome of a battle for side A: a win, a loss, or a tie (of either kind) as half of each.
+OUTCOME = {"model_a": 1.0, "model_b": 0.0, "tie": 0.5, "tie (bothbad)": 0.5}
+
+
+class BattleDataError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Battles:
+    models: list[str]  # index -> name
+    a: NDArray[np.intp]  # (n,) index of the model on side A
+    b: NDArray[np.intp]  # (n,)
+    outcome: NDArray[np.float64]  # (n,) 1 = A won, 0 = B won, 0.5 = tie
+    style: NDArray[np.float64] | None  # (n, 4) (x_a - x_b) / (x_a + x_b + 1), not yet standardised
+    weight: NDArray[np.float64]  # (n,) how many battles each row stands for
+
+    @property
+    def n_battles(self) -> int:
+        return int(round(float(self.weight.sum())))
+
+    @property
+    def n_models(self) -> int:
+        return len(self.models)
+
+    @classmethod
+    def build(
+        cls,
+        model_a: Sequence[str],
+        model_b: Sequence[str],
+        winner: Sequence[str],
+        *,
+        style_a: NDArray[np.float64] | None = None,
+        style_b: NDArray[np.float64] | None = None,
+    ) -> Battles:
+        """`style_a`/`style_b` are (n, 4) raw totals per side: tokens, headers, list items, bold."""
+        if not (len(model_a) == len(model_b) == len(winner)):
+            raise BattleDataError("model_a, model_b and winner must have the same length")
+        if len(winner) == 0:
+            raise BattleDataError("no battles to rate")
+        models = sorted(set(model_a) | set(model_b))
+        index = {name: i for i, name in enumerate(models)}
+        a = np.fromiter((index[m] for m in model_a), dtype=np.intp, count=len(model_a))
+        b = np.fromiter((index[m] for m in model_b), dtype=np.intp, count=len(model_b))
+        if np.any(a == b):
+            row = int(np.flatnonzero(a == b)[0])
+            raise BattleDataError(f"battle {row + 1} is {model_a[row]!r} against itself")
+        try:
+            outcome = np.array([OUTCOME[w] for w in winner], dtype=np.float64)
+        except KeyError as exc:
+            raise BattleDataError(f"unknown winner {exc.args[0]!r}") from None
+        style = None
+        if style_a is not None or style_b is not None:
+            if style_a is None or style_b is None:
+                raise BattleDataError("style needs both sides")
+            xa = np.asarray(style_a, dtype=np.float64)
+            xb = np.asarray(style_b, dtype=np.float64)
+            if xa.shape != (len(winner), len(STYLE_FEATURES)) or xb.shape != xa.shape:
+                raise BattleDataError(f"style arrays must have shape (n, {len(STYLE_FEATURES)})")
+            style = style_difference(xa, xb)
+        return cls(models, a, b, outcome, style, np.ones(len(winner)))
+
+    def without_style(self) -> Battles:
+        return Battles(self.models, self.a, self.b, self.outcome, None, self.weight)
+
+    def swapped(self) -> Battles:
+        """The same battles with every pair of sides exchanged."""
+        style = None if self.style is None else -self.style
+        return Battles(self.models, self.b, self.a, 1.0 - self.outcome, style, self.weight)
+
+
+def style_difference(xa: NDArray[np.float64], xb: NDArray[np.float64]) -> NDArray[np.float64]:
+    """(a - b) / (a + b + 1) per feature: bounded in (-1, 1), symmetric, 0 when equal."""
+    return (xa - xb) / (xa + xb + 1.0)
