@@ -52,6 +52,7 @@ INSTALLED_APPS = [
     "channels",
     "arena.serving",
     "arena.battles",
+    "arena.leaderboard",
     "frontend",
 ]
 

@@ -18,6 +18,10 @@ from arena.battles.generation import GenerationEvent, SideDelta, SideFinished, b
 from arena.battles.models import Battle
 from arena.battles.selectors import battle_for_voter
 from arena.battles.services import SideResult
+from arena.leaderboard.live import ensure_live_refits
+from arena.leaderboard.models import RatingSnapshot
+from arena.leaderboard.selectors import snapshot_latest
+from arena.leaderboard.services import LIVE_GROUP, live_payload
 from frontend.markdown import render_markdown
 from frontend.voters import voter_key_or_none
 
@@ -104,3 +108,20 @@ def _stored_results(battle: Battle) -> list[tuple[str, SideResult]]:
         )
         for answer in battle.answers.order_by("side")
     ]
+
+
+class LeaderboardConsumer(AsyncJsonWebsocketConsumer):
+    """A live leaderboard screen: gets the current table on connect, then every refit."""
+
+    async def connect(self) -> None:
+        await self.channel_layer.group_add(LIVE_GROUP, self.channel_name)
+        await self.accept()
+        ensure_live_refits()
+        snapshot = await database_sync_to_async(snapshot_latest)(source=RatingSnapshot.Source.LIVE)
+        await self.send_json({"type": "leaderboard", "table": live_payload(snapshot)})
+
+    async def disconnect(self, code: int) -> None:
+        await self.channel_layer.group_discard(LIVE_GROUP, self.channel_name)
+
+    async def leaderboard_update(self, event: dict[str, Any]) -> None:
+        await self.send_json({"type": "leaderboard", "table": event["table"]})

@@ -1,10 +1,19 @@
 from django.urls import path
 
-from frontend import views
+from frontend import leaderboard_views, views
 
 urlpatterns = [
     path("", views.arena_page, name="arena"),
     path("api/prompts/suggest", views.suggest_prompt, name="suggest-prompt"),
     path("api/battles", views.start_battle, name="start-battle"),
     path("api/battles/<str:battle_id>/vote", views.vote, name="vote"),
+    path("leaderboard/", leaderboard_views.leaderboard_page, name="leaderboard"),
+    path("leaderboard/live", leaderboard_views.live_leaderboard_page, name="leaderboard-live"),
+    path(
+        "leaderboard/intervals.svg", leaderboard_views.interval_plot, name="leaderboard-intervals"
+    ),
+    path(
+        "leaderboard/winrates.svg", leaderboard_views.winrate_heatmap, name="leaderboard-winrates"
+    ),
+    path("api/leaderboard", leaderboard_views.leaderboard_json, name="leaderboard-json"),
 ]

@@ -4,48 +4,15 @@ running in daphne, PostgreSQL, the Redis channel layer and real `transformers se
 from __future__ import annotations
 
 import contextlib
-import shutil
-from collections.abc import Iterator
 
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Page, expect
 
 from arena.battles.models import Answer, Battle, Vote
 from tests import factories
 from tests.support.scripted_llm import Script
 
 pytestmark = pytest.mark.slow
-
-CHROMIUM_ARGS = [
-    "--no-sandbox",  # the suite runs as root
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    executable = shutil.which("chromium") or "/usr/bin/chromium"
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
-
-
-@pytest.fixture
-def page(browser: Browser, monkeypatch: pytest.MonkeyPatch) -> Iterator[Page]:
-    # Playwright's sync API keeps an event loop running in this thread; the test's own ORM
-    # calls are still plain synchronous ones, so Django's guard against them is lifted here.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    context = browser.new_context()
-    page = context.new_page()
-    page.set_default_timeout(60_000)
-    yield page
-    context.close()
 
 
 class Recorder:

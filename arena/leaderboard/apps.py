@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class LeaderboardConfig(AppConfig):
+    name = "arena.leaderboard"
+    label = "leaderboard"
+    verbose_name = "Leaderboard (ratings from counted votes)"

@@ -1,0 +1,107 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from arena.battles.export import ExportFormatError
+from arena.leaderboard.inputs import battles_from_file, counted_battles
+from arena.leaderboard.services import analyses_of, snapshot_fit
+from arena.rating import BattleDataError, Battles, RatingResult, fit_ratings
+
+
+class Command(BaseCommand):
+    help = (
+        "Fit the leaderboard (style-controlled Bradley-Terry, and raw beside it) from the "
+        "database's counted votes, saving a snapshot, or from a battle export file."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--votes", type=Path, help="a battle export (JSONL); no database needed"
+        )
+        parser.add_argument("--no-style", action="store_true", help="raw Bradley-Terry only")
+        parser.add_argument("--ci", choices=["bootstrap", "sandwich"], default="bootstrap")
+        parser.add_argument(
+            "--bootstrap", type=int, default=100, metavar="N", help="bootstrap rounds"
+        )
+        parser.add_argument("--seed", type=int, default=0)
+        parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+    def handle(self, *args: object, **options: Any) -> None:
+        style = not options["no_style"]
+        if options["bootstrap"] < 1:
+            raise CommandError("--bootstrap must be at least 1")
+        fit = {
+            "ci": options["ci"],
+            "bootstrap_rounds": options["bootstrap"],
+            "seed": options["seed"],
+        }
+        try:
+            if options["votes"] is not None:
+                battles = _battles_from(options["votes"], style=style)
+                styled = fit_ratings(battles, style=True, **fit) if style else None
+                raw = fit_ratings(battles.without_style(), style=False, **fit)
+                analyses = analyses_of(battles)
+            else:
+                battles_or_none, last_vote_at = counted_battles()
+                if battles_or_none is None:
+                    raise CommandError("there are no counted votes yet")
+                battles = battles_or_none
+                snapshot, styled, raw = snapshot_fit(
+                    battles, source="command", style=style, last_vote_at=last_vote_at, **fit
+                )
+                analyses = snapshot.analyses
+        except BattleDataError as exc:
+            raise CommandError(str(exc)) from None
+        main = styled or raw
+        if options["json"]:
+            output = main.to_json()
+            if styled is not None:
+                output["raw_scores"] = raw.to_json()["scores"]
+            output["analyses"] = {
+                k: analyses[k] for k in ("votes_per_model", "longer_answer_wins") if k in analyses
+            }
+            self.stdout.write(json.dumps(output))
+            return
+        self._print_table(main, raw if styled else None, analyses)
+
+    def _print_table(
+        self, main: RatingResult, raw: RatingResult | None, analyses: dict[str, Any]
+    ) -> None:
+        ci = f"{main.ci_method} {main.confidence:.0%} CI" if main.ci_method else "no CI"
+        self.stdout.write(f"{main.method}, {main.n_battles:,} battles, {ci}\n")
+        header = f"{'rank':>4}  {'model':<28} {'score':>8} {'interval':>19} {'battles':>8}"
+        if raw is not None:
+            header += f" {'raw':>8} {'style effect':>12}"
+        self.stdout.write(header)
+        for s in main.scores:
+            line = f"{s.rank:>4}  {s.model[:28]:<28} {s.score:>8.1f} [{s.ci_low:>7.1f}, {s.ci_high:>7.1f}] {s.n_battles:>8,}"
+            if raw is not None:
+                raw_score = raw.score_of(s.model).score
+                line += f" {raw_score:>8.1f} {raw_score - s.score:>+12.1f}"
+            self.stdout.write(line)
+        if main.style_coefficients and main.style_intervals:
+            self.stdout.write("\nstyle coefficients (log-odds per standard deviation):")
+            for name, value in main.style_coefficients.items():
+                low, high = main.style_intervals[name]
+                self.stdout.write(f"  {name:<8} {value:+.4f}  [{low:+.4f}, {high:+.4f}]")
+        longer = analyses.get("longer_answer_wins")
+        if longer and longer["share"] is not None:
+            self.stdout.write(
+                f"\nthe longer answer won {longer['share']:.1%} of "
+                f"{longer['decisive_votes_with_length_difference']:,} decisive votes"
+            )
+        for warning in main.warnings:
+            self.stderr.write(self.style.WARNING(f"warning: {warning}"))
+
+
+def _battles_from(path: Path, *, style: bool) -> Battles:
+    if not path.is_file():
+        raise CommandError(f"{path} is not a file")
+    try:
+        return battles_from_file(path, style=style)
+    except ExportFormatError as exc:
+        raise CommandError(f"{path}: {exc}") from None

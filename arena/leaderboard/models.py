@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+from django.db import models
+
+
+class RatingSnapshot(models.Model):
+    """One fit of the leaderboard: style-controlled and raw tables, as shown and exported."""
+
+    class Source(models.TextChoices):
+        LIVE = "live"  # refitted after votes, sandwich intervals
+        COMMAND = "command"  # `manage.py ratings`
+
+    source = models.CharField(max_length=16, choices=Source.choices)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    n_battles = models.PositiveIntegerField()
+    # The newest counted vote included: a live snapshot is stale once a newer vote exists.
+    last_vote_at = models.DateTimeField(null=True, blank=True)
+    ci_method = models.CharField(max_length=16, blank=True)
+    style = models.JSONField(null=True, blank=True, help_text="style-controlled result")
+    raw = models.JSONField(help_text="raw Bradley-Terry result")
+    analyses = models.JSONField(default=dict)
+    # Fitted parameters with their model order, to warm-start the next refit.
+    warm_start = models.JSONField(default=dict)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        get_latest_by = ["created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.source} snapshot of {self.n_battles} battles at {self.created_at:%Y-%m-%d %H:%M:%S}"
+
+
+class RefitLease(models.Model):
+    """A single row that one process at a time holds while it refits the live leaderboard."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1)
+    held_until = models.DateTimeField(null=True, blank=True)
+    holder = models.CharField(max_length=100, blank=True)
+
+    def __str__(self) -> str:
+        return f"refit lease held by {self.holder or 'nobody'} until {self.held_until}"

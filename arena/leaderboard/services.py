@@ -1,0 +1,189 @@
+"""Fit the leaderboard and keep the live one fresh."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import Any
+
+import numpy as np
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.db import transaction
+from django.db.models import Count, Max
+from django.utils import timezone
+
+from arena.battles.models import Vote
+from arena.leaderboard.inputs import counted_battles
+from arena.leaderboard.models import RatingSnapshot, RefitLease
+from arena.rating import Battles, RatingResult, fit_ratings, longer_answer_wins
+from arena.rating.fit import CiMethod
+
+log = logging.getLogger(__name__)
+
+LIVE_GROUP = "leaderboard.live"  # every open live-leaderboard screen
+LEASE_SECONDS = 60
+
+
+def result_table(result: RatingResult) -> dict[str, Any]:
+    """What screens and the JSON endpoint show of one fit."""
+    table = result.to_json()
+    table["models"] = result.models
+    table["win_probability"] = np.round(result.win_probability, 4).tolist()
+    if result.superiority is not None:
+        table["superiority"] = np.round(result.superiority, 4).tolist()
+    return table
+
+
+def analyses_of(battles: Battles) -> dict[str, Any]:
+    """Votes per model and per pair, observed pairwise win rates, the longer-answer share."""
+    m = battles.n_models
+    wins = np.zeros((m, m))
+    games = np.zeros((m, m))
+    np.add.at(wins, (battles.a, battles.b), battles.outcome * battles.weight)
+    np.add.at(wins, (battles.b, battles.a), (1 - battles.outcome) * battles.weight)
+    np.add.at(games, (battles.a, battles.b), battles.weight)
+    games = games + games.T
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rate = np.where(games > 0, wins / games, np.nan)
+    analyses: dict[str, Any] = {
+        "models": battles.models,
+        "votes_per_model": dict(
+            zip(battles.models, games.sum(axis=1).astype(int).tolist(), strict=True)
+        ),
+        "pair_battles": games.astype(int).tolist(),
+        "pair_win_rate": [
+            [None if np.isnan(x) else round(float(x), 4) for x in row] for row in rate
+        ],
+    }
+    if battles.style is not None:
+        effect = longer_answer_wins(battles)
+        analyses["longer_answer_wins"] = {
+            "decisive_votes_with_length_difference": effect.decisive_with_length_difference,
+            "won_by_longer": effect.won_by_longer,
+            "share": effect.share,
+        }
+    return analyses
+
+
+def snapshot_fit(
+    battles: Battles,
+    *,
+    source: str,
+    ci: CiMethod,
+    style: bool = True,
+    bootstrap_rounds: int = 100,
+    seed: int = 0,
+    last_vote_at: Any = None,
+    warm_start: dict[str, Any] | None = None,
+) -> tuple[RatingSnapshot, RatingResult | None, RatingResult]:
+    """Fit style-controlled (when asked) and raw ratings and save them as one snapshot."""
+    warm = warm_start if warm_start and warm_start.get("models") == battles.models else {}
+
+    def start(kind: str) -> np.ndarray | None:
+        return np.asarray(warm[kind]) if kind in warm else None
+
+    options = {"ci": ci, "bootstrap_rounds": bootstrap_rounds, "seed": seed}
+    styled = (
+        fit_ratings(battles, style=True, warm_start=start("style"), **options) if style else None
+    )
+    raw = fit_ratings(battles.without_style(), style=False, warm_start=start("raw"), **options)
+    snapshot = RatingSnapshot.objects.create(
+        source=source,
+        n_battles=battles.n_battles,
+        last_vote_at=last_vote_at,
+        ci_method=ci,
+        style=result_table(styled) if styled else None,
+        raw=result_table(raw),
+        analyses=analyses_of(battles),
+        warm_start={
+            "models": battles.models,
+            "raw": raw.theta.tolist(),
+            **({"style": styled.theta.tolist()} if styled else {}),
+        },
+    )
+    return snapshot, styled, raw
+
+
+def live_payload(snapshot: RatingSnapshot | None) -> dict[str, Any]:
+    """The message a live screen renders (no big matrices: it is pushed on every refit)."""
+    if snapshot is None:
+        return {"n_battles": 0, "computed_at": None, "style": None, "raw": None}
+
+    def slim(table: dict[str, Any] | None) -> dict[str, Any] | None:
+        if table is None:
+            return None
+        keep = (
+            "method",
+            "ci",
+            "confidence",
+            "n_battles",
+            "scores",
+            "style_coefficients",
+            "warnings",
+        )
+        return {k: table.get(k) for k in keep}
+
+    longer = snapshot.analyses.get("longer_answer_wins") or {}
+    return {
+        "n_battles": snapshot.n_battles,
+        "computed_at": snapshot.created_at.isoformat(),
+        "style": slim(snapshot.style),
+        "raw": slim(snapshot.raw),
+        "longer_answer_share": longer.get("share"),
+    }
+
+
+def leaderboard_refresh(*, holder: str) -> RatingSnapshot | None:
+    """Refit the live leaderboard if a counted vote arrived since the last live snapshot.
+
+    Safe to call from any number of processes: one at a time holds the lease (a conditional
+    UPDATE on a single row); the others return None. The new table is pushed to every live
+    screen after the snapshot commits.
+    """
+    watermark = Vote.objects.filter(counted=True).aggregate(n=Count("pk"), last=Max("created_at"))
+    latest = RatingSnapshot.objects.filter(source=RatingSnapshot.Source.LIVE).first()
+    if watermark["n"] == 0 or (
+        latest is not None
+        and latest.n_battles == watermark["n"]
+        and latest.last_vote_at == watermark["last"]
+    ):
+        return None
+    now = timezone.now()
+    RefitLease.objects.get_or_create(id=1)
+    claimed = (
+        RefitLease.objects.filter(id=1)
+        .exclude(held_until__gt=now)
+        .update(held_until=now + timedelta(seconds=LEASE_SECONDS), holder=holder)
+    )
+    if not claimed:
+        return None
+    try:
+        battles, last_vote_at = counted_battles()
+        if battles is None:
+            return None
+        with transaction.atomic():
+            snapshot, _, _ = snapshot_fit(
+                battles,
+                source=RatingSnapshot.Source.LIVE,
+                ci="sandwich",  # one fit, milliseconds: fast enough to refit every second
+                last_vote_at=last_vote_at,
+                warm_start=latest.warm_start if latest else None,
+            )
+            payload = live_payload(snapshot)
+            transaction.on_commit(lambda: _push(payload))
+        return snapshot
+    finally:
+        RefitLease.objects.filter(id=1, holder=holder).update(held_until=None)
+
+
+def _push(payload: dict[str, Any]) -> None:
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    try:
+        async_to_sync(layer.group_send)(
+            LIVE_GROUP, {"type": "leaderboard.update", "table": payload}
+        )
+    except Exception:
+        log.exception("could not push the leaderboard to live screens")

@@ -1,0 +1,72 @@
+import xml.etree.ElementTree as ET
+
+import pytest
+from django.test import Client
+
+from arena.battles.services import vote_record
+from tests import factories
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def votes():
+    left, right, third = (
+        factories.contestant("left"),
+        factories.contestant("right"),
+        factories.contestant("third"),
+    )
+    for i in range(9):
+        a, b = [(left, right), (right, third), (third, left)][i % 3]
+        battle = factories.complete_battle(a=a, b=b)
+        vote_record(
+            battle_id=battle.pk,
+            choice="a" if i % 2 else "tie",
+            voter_key=factories.voter_key(),
+            ip_hash="ip",
+        )
+
+
+def test_with_no_votes_the_pages_say_so():
+    client = Client()
+    assert b"No counted votes yet" in client.get("/leaderboard/").content
+    assert client.get("/api/leaderboard").json()["n_battles"] == 0
+    ET.fromstring(client.get("/leaderboard/intervals.svg").content)
+
+
+def test_the_public_leaderboard_shows_both_fits(votes):
+    client = Client()
+    page = client.get("/leaderboard/")
+    assert page.status_code == 200
+    for name in ("left", "right", "third"):
+        assert name.encode() in page.content
+    assert b"Style coefficients" in page.content
+    assert b"Style coefficients" not in client.get("/leaderboard/?kind=raw").content
+
+
+def test_the_json_endpoint_carries_tables_matrices_and_analyses(votes):
+    data = Client().get("/api/leaderboard").json()
+    assert data["n_battles"] == 9
+    assert [s["rank"] for s in data["style"]["scores"]][0] == 1
+    assert len(data["raw"]["win_probability"]) == 3
+    assert data["analyses"]["votes_per_model"] == {"left": 6, "right": 6, "third": 6}
+
+
+def test_the_plots_are_svg_images(votes):
+    client = Client()
+    for url in (
+        "/leaderboard/intervals.svg",
+        "/leaderboard/intervals.svg?kind=raw",
+        "/leaderboard/winrates.svg",
+    ):
+        reply = client.get(url)
+        assert reply["Content-Type"] == "image/svg+xml"
+        root = ET.fromstring(reply.content)
+        assert root.tag.endswith("svg")
+        assert b"left" in reply.content
+
+
+def test_the_live_screen_is_a_page_with_no_inline_script():
+    page = Client().get("/leaderboard/live")
+    assert page.status_code == 200
+    assert b"leaderboard_live.js" in page.content and b"<script>" not in page.content
