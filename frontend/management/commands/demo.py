@@ -87,6 +87,7 @@ class Command(BaseCommand):
                 self.style.SUCCESS(
                     f"\nRSI Arena is ready at {url}  (started in {time.monotonic() - started:.0f} s)\n"
                     "Open it in a browser, type a prompt, and vote. Ctrl-C stops everything.\n"
+                    f"Leaderboard: {url}leaderboard/  ·  live screen: {url}leaderboard/live\n"
                 )
             )
             while not stop.wait(1.0):
