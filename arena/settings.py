@@ -53,6 +53,7 @@ INSTALLED_APPS = [
     "arena.serving",
     "arena.battles",
     "arena.leaderboard",
+    "cluster",
     "frontend",
 ]
 
@@ -157,3 +158,11 @@ ARENA_SERVING_BACKEND = env_str("ARENA_SERVING_BACKEND", "local")
 ARENA_SERVING_HOST = env_str("ARENA_SERVING_HOST", "127.0.0.1")
 ARENA_SERVING_BASE_PORT = env_int("ARENA_SERVING_BASE_PORT", 8100, minimum=1)
 ARENA_MODELS_DIR = Path(env_str("ARENA_MODELS_DIR", str(VAR_DIR / "models")))
+
+# --- The cluster ------------------------------------------------------------------------
+# `local` runs jobs as processes on this machine under the same limits (the demo); `slurm`
+# drives a real Slurm cluster through its command-line tools.
+CLUSTER_BACKEND = env_str("CLUSTER_BACKEND", "local")
+CLUSTER_SLURM_PARTITION = env_str("CLUSTER_SLURM_PARTITION", "gpu")
+CLUSTER_SLURM_PARENT_ACCOUNT = env_str("CLUSTER_SLURM_PARENT_ACCOUNT", "agents")
+CLUSTER_SYNC_SECONDS = env_int("CLUSTER_SYNC_SECONDS", 60, minimum=1)

@@ -1,0 +1,96 @@
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+NORMAL_QOS = "normal"
+PREEMPTIBLE_QOS = "preemptible"
+
+
+@dataclass(frozen=True)
+class AccountLimits:
+    gpu_hours: float
+    max_gpus: int
+    max_preemptible_gpus: int
+    max_job_hours: int
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    name: str
+    script: str  # a bash script; #SBATCH lines in it are overridden by the fields below
+    nodes: int
+    gpus_per_node: int
+    time_limit_minutes: int
+    preemptible: bool
+    workdir: Path
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+    @property
+    def qos(self) -> str:
+        return PREEMPTIBLE_QOS if self.preemptible else NORMAL_QOS
+
+
+@dataclass(frozen=True)
+class AccountingRow:
+    """One run (segment) of a job as the scheduler recorded it. A job that was requeued has
+    one row per run; a job that never started has one row without a start."""
+
+    scheduler_id: str
+    name: str
+    account: str
+    qos: str
+    state: str  # Slurm's state names: PENDING, RUNNING, COMPLETED, PREEMPTED, REQUEUED, ...
+    reason_code: str  # Slurm's pending reason code; "" or "None" when none
+    nodes: int
+    gpus: int
+    time_limit_minutes: int
+    workdir: str
+    submitted_at: datetime | None
+    started_at: datetime | None
+    ended_at: datetime | None
+    elapsed_seconds: int
+    exit_code: str
+
+
+class SubmitRefused(Exception):
+    """The scheduler refused a job; `message` says why in words a user understands."""
+
+    def __init__(self, message: str, *, detail: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.detail = detail  # the scheduler's own words, for logs
+
+
+class ClusterBackend(ABC):
+    name: str
+
+    @abstractmethod
+    def account_apply(self, *, account: str, unix_user: str, limits: AccountLimits) -> None:
+        """Create the account (if new) and set its limits in the scheduler."""
+
+    @abstractmethod
+    def account_block(self, *, account: str, blocked: bool) -> None:
+        """Stop (or resume) accepting new jobs under the account."""
+
+    @abstractmethod
+    def submit(self, *, account: str, unix_user: str, request: JobRequest) -> str:
+        """Submit as `unix_user`; return the scheduler's job id or raise SubmitRefused."""
+
+    @abstractmethod
+    def cancel(self, *, scheduler_id: str, unix_user: str) -> None: ...
+
+    @abstractmethod
+    def accounting(self, *, accounts: list[str], since: datetime) -> list[AccountingRow]:
+        """Every job of these accounts submitted since `since`, however it was submitted,
+        one row per run, oldest first."""
+
+    @abstractmethod
+    def charged_gpu_minutes(self, *, account: str) -> float:
+        """GPU-minutes the scheduler itself has charged the account (its budget usage)."""

@@ -1,0 +1,281 @@
+"""The local backend: jobs as processes on this machine, under the same rules as Slurm.
+
+It is a small scheduler kept in a directory (one folder per job, one JSON file per
+account), so jobs outlive the process that submitted them and any process can read their
+state. Limits mirror the Slurm setup: a time limit per job (refused above it), GPUs at once
+per QOS and account (the job waits), and the GPU-hour budget checked "safely" — a job whose
+GPUs × time limit could overrun what is left waits, as with Slurm's `safe` enforcement.
+GPUs are fake: each job gets `CUDA_VISIBLE_DEVICES` numbered from 0.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import signal
+import subprocess
+from dataclasses import asdict
+from datetime import UTC, datetime
+from pathlib import Path
+
+from django.utils import timezone
+
+from cluster.backends.base import (
+    PREEMPTIBLE_QOS,
+    AccountingRow,
+    AccountLimits,
+    ClusterBackend,
+    JobRequest,
+    SubmitRefused,
+)
+
+
+class LocalBackend(ClusterBackend):
+    name = "local"
+
+    def __init__(self, *, log_dir: Path) -> None:
+        self.root = log_dir
+        (self.root / "jobs").mkdir(parents=True, exist_ok=True)
+        (self.root / "accounts").mkdir(parents=True, exist_ok=True)
+
+    # --- accounts ------------------------------------------------------------------------
+    def account_apply(self, *, account: str, unix_user: str, limits: AccountLimits) -> None:
+        current = self._account(account) or {"blocked": False}
+        current.update(asdict(limits), unix_user=unix_user)
+        self._write(self.root / "accounts" / f"{account}.json", current)
+
+    def account_block(self, *, account: str, blocked: bool) -> None:
+        current = self._account(account)
+        if current is None:
+            raise LookupError(f"no account {account}")
+        current["blocked"] = blocked
+        self._write(self.root / "accounts" / f"{account}.json", current)
+
+    # --- jobs ----------------------------------------------------------------------------
+    def submit(self, *, account: str, unix_user: str, request: JobRequest) -> str:
+        limits = self._account(account)
+        if limits is None:
+            raise SubmitRefused("you may not submit under that account")
+        if limits["blocked"]:
+            raise SubmitRefused("the account may not submit jobs now")
+        if request.time_limit_minutes > limits["max_job_hours"] * 60:
+            raise SubmitRefused(
+                f"the time limit is above the maximum of {limits['max_job_hours']} h per job"
+            )
+        job_id = str(self._next_id())
+        folder = self.root / "jobs" / job_id
+        (folder / "script.sh").write_text(request.script)
+        meta = {
+            "id": job_id,
+            "name": request.name,
+            "account": account,
+            "qos": request.qos,
+            "nodes": request.nodes,
+            "gpus": request.gpus,
+            "time_limit_minutes": request.time_limit_minutes,
+            "workdir": str(request.workdir),
+            "env": request.env,
+            "submitted": timezone.now().isoformat(),
+        }
+        self._write(folder / "meta.json", meta)
+        self._schedule()
+        return job_id
+
+    def cancel(self, *, scheduler_id: str, unix_user: str) -> None:
+        folder = self.root / "jobs" / scheduler_id
+        (folder / "cancelled").touch()
+        pid = _read_int(folder / "pid")
+        if pid and not (folder / "end").exists():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGTERM)
+
+    def accounting(self, *, accounts: list[str], since: datetime) -> list[AccountingRow]:
+        self._schedule()
+        rows = []
+        for meta in self._jobs():
+            if meta["account"] in accounts and datetime.fromisoformat(meta["submitted"]) >= since:
+                rows.append(self._row(meta))
+        return rows
+
+    def charged_gpu_minutes(self, *, account: str) -> float:
+        rows = self.accounting(accounts=[account], since=datetime.min.replace(tzinfo=UTC))
+        return sum(r.gpus * r.elapsed_seconds for r in rows if r.ended_at is not None) / 60
+
+    # --- the scheduler -------------------------------------------------------------------
+    def _schedule(self) -> None:
+        """Start every waiting job that the limits allow now, oldest first."""
+        for meta in self._jobs():
+            folder = self.root / "jobs" / meta["id"]
+            if (folder / "start").exists() or (folder / "cancelled").exists():
+                continue
+            reason = self._blocking_reason(meta)
+            (folder / "reason").write_text(reason)
+            if not reason:
+                self._launch(meta)
+
+    def _blocking_reason(self, meta: dict) -> str:
+        limits = self._account(meta["account"]) or {}
+        running = [
+            m
+            for m in self._jobs()
+            if m["account"] == meta["account"] and self._state(m) == "RUNNING"
+        ]
+        same_qos = sum(m["gpus"] for m in running if m["qos"] == meta["qos"])
+        most = limits.get(
+            "max_preemptible_gpus" if meta["qos"] == PREEMPTIBLE_QOS else "max_gpus", 0
+        )
+        if same_qos + meta["gpus"] > most:
+            return "QOSMaxGRESPerAccount"
+        used_seconds = sum(
+            r.gpus * r.elapsed_seconds
+            for r in map(self._row, self._jobs())
+            if r.account == meta["account"] and r.ended_at
+        )
+        reserved_seconds = sum(m["gpus"] * m["time_limit_minutes"] * 60 for m in running)
+        if (
+            used_seconds + reserved_seconds + meta["gpus"] * meta["time_limit_minutes"] * 60
+            > limits.get("gpu_hours", 0) * 3600
+        ):
+            return "AssocGrpGRESMinutes"
+        return ""
+
+    def _launch(self, meta: dict) -> None:
+        folder = self.root / "jobs" / meta["id"]
+        devices = ",".join(str(i) for i in range(meta["gpus"]))
+        # The wrapper records start, end and exit code itself, so the job's fate is known
+        # even if the process that launched it is gone.
+        wrapper = (
+            f"date -u +%Y-%m-%dT%H:%M:%S+00:00 > {shlex.quote(str(folder / 'start'))}; "
+            f"timeout --signal=TERM --kill-after=10 {meta['time_limit_minutes']}m "
+            f"bash {shlex.quote(str(folder / 'script.sh'))}; code=$?; "
+            f"echo $code > {shlex.quote(str(folder / 'exit'))}; "
+            f"date -u +%Y-%m-%dT%H:%M:%S+00:00 > {shlex.quote(str(folder / 'end'))}"
+        )
+        env = {
+            **os.environ,
+            **meta["env"],
+            "CUDA_VISIBLE_DEVICES": devices,
+            "SLURM_JOB_ID": meta["id"],
+            "SLURM_JOB_ACCOUNT": meta["account"],
+            "SLURM_NNODES": str(meta["nodes"]),
+            "SLURM_NODEID": "0",
+            "SLURM_JOB_NODELIST": "localhost",
+        }
+        with (Path(meta["workdir"]) / f"slurm-{meta['id']}.out").open("ab") as output:
+            process = subprocess.Popen(
+                ["bash", "-c", wrapper], cwd=meta["workdir"], env=env, stdout=output,
+                stderr=subprocess.STDOUT, start_new_session=True,
+            )  # fmt: skip
+        (folder / "pid").write_text(str(process.pid))
+        (folder / "start").touch(exist_ok=True)  # visible as running at once; the wrapper fills it
+
+    def _state(self, meta: dict) -> str:
+        folder = self.root / "jobs" / meta["id"]
+        cancelled = (folder / "cancelled").exists()
+        if (folder / "end").exists():
+            if cancelled:
+                return "CANCELLED"
+            code = _read_int(folder / "exit")
+            return {0: "COMPLETED", 124: "TIMEOUT"}.get(code if code is not None else -1, "FAILED")
+        if (folder / "start").exists():
+            pid = _read_int(folder / "pid")
+            if pid and not _alive(pid):  # killed (cancelled) before its wrapper could finish
+                (folder / "end").write_text(timezone.now().isoformat())
+                return "CANCELLED" if cancelled else "FAILED"
+            return "RUNNING"
+        return "CANCELLED" if cancelled else "PENDING"
+
+    def _row(self, meta: dict) -> AccountingRow:
+        folder = self.root / "jobs" / meta["id"]
+        state = self._state(meta)
+        started = _read_time(folder / "start")
+        ended = _read_time(folder / "end")
+        if started is None and (folder / "start").exists():
+            started = timezone.now()  # just launched; the wrapper has not written the time yet
+        elapsed = int(((ended or timezone.now()) - started).total_seconds()) if started else 0
+        code = _read_int(folder / "exit")
+        return AccountingRow(
+            scheduler_id=meta["id"],
+            name=meta["name"],
+            account=meta["account"],
+            qos=meta["qos"],
+            state=state,
+            reason_code=(folder / "reason").read_text()
+            if state == "PENDING" and (folder / "reason").exists()
+            else "",
+            nodes=meta["nodes"],
+            gpus=meta["gpus"],
+            time_limit_minutes=meta["time_limit_minutes"],
+            workdir=meta["workdir"],
+            submitted_at=datetime.fromisoformat(meta["submitted"]),
+            started_at=started,
+            ended_at=ended if state != "RUNNING" else None,
+            elapsed_seconds=max(0, elapsed),
+            exit_code=f"{code}:0" if code is not None else "",
+        )
+
+    # --- storage -------------------------------------------------------------------------
+    def _jobs(self) -> list[dict]:
+        folders = sorted(
+            (self.root / "jobs").iterdir(), key=lambda p: int(p.name) if p.name.isdigit() else 0
+        )
+        return [
+            json.loads((f / "meta.json").read_text()) for f in folders if (f / "meta.json").exists()
+        ]
+
+    def _account(self, account: str) -> dict | None:
+        path = self.root / "accounts" / f"{account}.json"
+        return json.loads(path.read_text()) if path.exists() else None
+
+    def _next_id(self) -> int:
+        # mkdir is atomic: the id is unique even when processes submit at the same time.
+        number = (
+            max(
+                (int(p.name) for p in (self.root / "jobs").iterdir() if p.name.isdigit()), default=0
+            )
+            + 1
+        )
+        while True:
+            try:
+                (self.root / "jobs" / str(number)).mkdir()
+                return number
+            except FileExistsError:
+                number += 1
+
+    @staticmethod
+    def _write(path: Path, data: dict) -> None:
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, indent=1))
+        tmp.replace(path)
+
+
+def _read_int(path: Path) -> int | None:
+    try:
+        return int(path.read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def _read_time(path: Path) -> datetime | None:
+    try:
+        text = path.read_text().strip()
+    except FileNotFoundError:
+        return None
+    return datetime.fromisoformat(text) if text else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie child of this process counts as gone.
+    try:
+        waited, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return waited == 0

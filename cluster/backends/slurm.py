@@ -1,0 +1,179 @@
+"""The Slurm backend: accounts and limits with sacctmgr, jobs with sbatch, state with squeue
+and sacct, charged usage with scontrol. Limits are Slurm's own, so they hold whether a job
+comes through the platform or from a plain `sbatch` in the agent's sandbox."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from datetime import datetime
+
+from django.utils import timezone
+
+from cluster.backends.base import (
+    NORMAL_QOS,
+    PREEMPTIBLE_QOS,
+    AccountingRow,
+    AccountLimits,
+    ClusterBackend,
+    JobRequest,
+    SubmitRefused,
+)
+from cluster.reasons import submit_error
+from cluster.slurm import cli
+
+_GPU_TRES = re.compile(r"gres/gpu=(\d+)")
+_GPU_MINUTES = re.compile(r"GrpTRESMins=\S*?gres/gpu=([^(,\s]+)\((\d+(?:\.\d+)?)\)")
+
+
+class SlurmBackend(ClusterBackend):
+    name = "slurm"
+
+    def __init__(self, *, partition: str, parent_account: str) -> None:
+        self.partition = partition
+        self.parent_account = parent_account
+
+    # --- accounts ------------------------------------------------------------------------
+    def account_apply(self, *, account: str, unix_user: str, limits: AccountLimits) -> None:
+        if not cli.sacctmgr_rows("account", ["account"], f"name={account}"):
+            cli.sacctmgr(
+                "add", "account", account, f"parent={self.parent_account}", f"Description={account}"
+            )
+        if not cli.sacctmgr_rows("assoc", ["user"], f"account={account}", f"user={unix_user}"):
+            cli.sacctmgr("add", "user", unix_user, f"account={account}")
+        cli.sacctmgr(
+            "modify", "user", "where", f"name={unix_user}", f"account={account}", "set",
+            f"QOS={NORMAL_QOS},{PREEMPTIBLE_QOS}", f"DefaultQOS={NORMAL_QOS}",
+        )  # fmt: skip
+        gpu_minutes = round(limits.gpu_hours * 60)
+        cli.sacctmgr(
+            "modify",
+            "account",
+            "where",
+            f"name={account}",
+            "set",
+            f"GrpTRESMins=gres/gpu={gpu_minutes}",
+        )
+        # Concurrency and time limits live on the QOS, per account: the same for every agent.
+        wall = f"{limits.max_job_hours}:00:00"
+        cli.sacctmgr("modify", "qos", "where", f"name={NORMAL_QOS}", "set",
+                     f"MaxTRESPerAccount=gres/gpu={limits.max_gpus}", f"MaxWall={wall}")  # fmt: skip
+        cli.sacctmgr("modify", "qos", "where", f"name={PREEMPTIBLE_QOS}", "set",
+                     f"MaxTRESPerAccount=gres/gpu={limits.max_preemptible_gpus}", f"MaxWall={wall}")  # fmt: skip
+
+    def account_block(self, *, account: str, blocked: bool) -> None:
+        cli.sacctmgr(
+            "modify",
+            "account",
+            "where",
+            f"name={account}",
+            "set",
+            f"MaxSubmitJobs={0 if blocked else -1}",
+        )
+
+    # --- jobs ----------------------------------------------------------------------------
+    def submit(self, *, account: str, unix_user: str, request: JobRequest) -> str:
+        stdout = request.workdir / "slurm-%j.out"
+        command = [
+            "sbatch", "--parsable",
+            f"--job-name={request.name}",
+            f"--account={account}",
+            f"--qos={request.qos}",
+            f"--partition={self.partition}",
+            f"--nodes={request.nodes}",
+            f"--gres=gpu:{request.gpus_per_node}",
+            f"--time={request.time_limit_minutes}",
+            f"--chdir={request.workdir}",
+            f"--output={stdout}",
+            "--requeue",
+        ]  # fmt: skip
+        try:
+            result = cli.run(
+                command,
+                user=unix_user,
+                input_text=with_env(request.script, request.env),
+                cwd=str(request.workdir),
+            )
+        except cli.SlurmError as refused:
+            raise SubmitRefused(submit_error(refused.stderr), detail=refused.stderr) from None
+        return result.stdout.strip().split(";")[0]
+
+    def cancel(self, *, scheduler_id: str, unix_user: str) -> None:
+        cli.run(["scancel", scheduler_id], user=unix_user)
+
+    def accounting(self, *, accounts: list[str], since: datetime) -> list[AccountingRow]:
+        if not accounts:
+            return []
+        fields = [
+            "JobIDRaw", "JobName", "Account", "QOS", "State", "Reason", "NNodes", "AllocTRES",
+            "ReqTRES", "TimelimitRaw", "WorkDir", "Submit", "Start", "End", "ElapsedRaw", "ExitCode",
+        ]  # fmt: skip
+        rows = cli.sacct_rows(
+            fields,
+            "-X",
+            "-D",
+            "-a",
+            "-A",
+            ",".join(accounts),
+            "-S",
+            since.strftime("%Y-%m-%dT%H:%M:%S"),
+        )
+        records = []
+        for row in rows:
+            tres = _GPU_TRES.search(row["AllocTRES"]) or _GPU_TRES.search(row["ReqTRES"])
+            records.append(
+                AccountingRow(
+                    scheduler_id=row["JobIDRaw"],
+                    name=row["JobName"],
+                    account=row["Account"],
+                    qos=row["QOS"],
+                    state=row["State"].split()[0],  # "CANCELLED by 0" -> "CANCELLED"
+                    reason_code=row["Reason"],
+                    nodes=int(row["NNodes"] or 0),
+                    gpus=int(tres.group(1)) if tres else 0,
+                    time_limit_minutes=int(row["TimelimitRaw"])
+                    if row["TimelimitRaw"].isdigit()
+                    else 0,
+                    workdir=row["WorkDir"],
+                    submitted_at=_time(row["Submit"]),
+                    started_at=_time(row["Start"]),
+                    ended_at=_time(row["End"]),
+                    elapsed_seconds=int(row["ElapsedRaw"] or 0),
+                    exit_code=row["ExitCode"],
+                )
+            )
+        return records
+
+    def charged_gpu_minutes(self, *, account: str) -> float:
+        output = cli.scontrol(
+            "-o", "show", "assoc_mgr", f"accounts={account}", "flags=assoc"
+        ).stdout
+        for line in output.splitlines():
+            if f"Account={account} " in line and " UserName= " in line:
+                match = _GPU_MINUTES.search(line)
+                if match:
+                    return float(match.group(2))
+        raise LookupError(f"Slurm has no association for account {account}")
+
+
+def with_env(script: str, env: dict[str, str]) -> str:
+    """Put `export` lines after the script's #SBATCH header (sbatch reads directives only up
+    to the first command) so the job sees `env` however the scheduler exports."""
+    if not env:
+        return script
+    lines = script.splitlines()
+    if not lines or not lines[0].startswith("#!"):
+        lines.insert(0, "#!/bin/bash")
+    header_end = 1
+    while header_end < len(lines) and (
+        lines[header_end].startswith("#") or not lines[header_end].strip()
+    ):
+        header_end += 1
+    exports = [f"export {key}={shlex.quote(value)}" for key, value in sorted(env.items())]
+    return "\n".join([*lines[:header_end], *exports, *lines[header_end:]]) + "\n"
+
+
+def _time(value: str) -> datetime | None:
+    if not value or value in {"Unknown", "None"}:
+        return None
+    return timezone.make_aware(datetime.fromisoformat(value))

@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db.models import Sum
+
+from cluster.backends import cluster_backend
+from cluster.backends.base import ClusterBackend
+from cluster.models import ClusterAccount, GpuLedger, Job
+
+
+@dataclass(frozen=True)
+class AccountUsage:
+    account: str
+    platform_gpu_hours: float
+    scheduler_gpu_hours: float | None
+    limit_gpu_hours: float
+    running_gpus: int
+    running_preemptible_gpus: int
+
+
+def gpu_seconds_charged(account: ClusterAccount, *, period: str | None = None) -> int:
+    ledgers = GpuLedger.objects.filter(account=account)
+    if period is not None:
+        ledgers = ledgers.filter(period=period)
+    return int(ledgers.aggregate(total=Sum("gpu_seconds"))["total"] or 0)
+
+
+def account_usage(*, backend: ClusterBackend | None = None) -> list[AccountUsage]:
+    backend = backend or cluster_backend()
+    usages = []
+    for account in ClusterAccount.objects.all():
+        try:
+            scheduler: float | None = backend.charged_gpu_minutes(account=account.name) / 60
+        except LookupError:
+            scheduler = None
+        running = Job.objects.filter(account=account, state=Job.State.RUNNING)
+        usages.append(
+            AccountUsage(
+                account=account.name,
+                platform_gpu_hours=gpu_seconds_charged(account) / 3600,
+                scheduler_gpu_hours=scheduler,
+                limit_gpu_hours=float(account.gpu_hours_limit),
+                running_gpus=sum(j.gpus for j in running.filter(qos="normal")),
+                running_preemptible_gpus=sum(j.gpus for j in running.filter(qos="preemptible")),
+            )
+        )
+    return usages

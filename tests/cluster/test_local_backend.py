@@ -1,0 +1,144 @@
+"""The local backend: real processes, the same rules as the Slurm setup, through the services."""
+
+import time
+from pathlib import Path
+
+import pytest
+
+from cluster.backends.base import AccountLimits, JobRequest, SubmitRefused
+from cluster.backends.local import LocalBackend
+from cluster.models import Job
+from cluster.selectors import gpu_seconds_charged
+from cluster.services import account_ensure, cluster_sync, job_cancel, job_submit, storage_measure
+
+pytestmark = pytest.mark.django_db
+
+LIMITS = AccountLimits(gpu_hours=1.0, max_gpus=8, max_preemptible_gpus=8, max_job_hours=24)
+
+
+@pytest.fixture
+def backend(tmp_path):
+    return LocalBackend(log_dir=tmp_path / "scheduler")
+
+
+@pytest.fixture
+def account(backend):
+    return account_ensure(
+        name="agent_local",
+        unix_user="root",
+        period="phase-1",
+        limits=LIMITS,
+        storage_gib=1,
+        backend=backend,
+    )
+
+
+def request_for(
+    workdir: Path,
+    script="echo hello from $CUDA_VISIBLE_DEVICES",
+    gpus=1,
+    minutes=1,
+    preemptible=False,
+    name="job",
+):
+    return JobRequest(name=name, script=script, nodes=1, gpus_per_node=gpus, time_limit_minutes=minutes,
+                      preemptible=preemptible, workdir=workdir)  # fmt: skip
+
+
+def wait_for(backend, job, states, timeout=20):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        cluster_sync(backend=backend)
+        job.refresh_from_db()
+        if job.state in states:
+            return job
+        time.sleep(0.2)
+    raise AssertionError(f"job stayed {job.state}")
+
+
+def test_a_job_runs_with_its_gpus_and_is_charged_once(backend, account, tmp_path):
+    job = job_submit(
+        account=account,
+        request=request_for(tmp_path, script="sleep 1; echo gpus=$CUDA_VISIBLE_DEVICES", gpus=2),
+        backend=backend,
+    )
+    wait_for(backend, job, {"COMPLETED"})
+    assert "gpus=0,1" in Path(job.stdout_path).read_text()
+    cluster_sync(backend=backend)  # a second sync charges nothing more
+    assert job.segments.count() == 1
+    charged = gpu_seconds_charged(account)
+    assert charged == 2 * job.segments.get().elapsed_seconds >= 2
+    assert charged / 60 == pytest.approx(backend.charged_gpu_minutes(account="agent_local"))
+
+
+def test_a_ninth_gpu_waits_and_the_preemptible_qos_gives_eight_more(backend, account, tmp_path):
+    running = job_submit(
+        account=account,
+        request=request_for(tmp_path, script="sleep 30", gpus=8, name="big"),
+        backend=backend,
+    )
+    ninth = job_submit(
+        account=account,
+        request=request_for(tmp_path, script="true", gpus=1, name="ninth"),
+        backend=backend,
+    )
+    extra = job_submit(
+        account=account,
+        request=request_for(tmp_path, script="sleep 30", gpus=8, preemptible=True, name="extra"),
+        backend=backend,
+    )
+    cluster_sync(backend=backend)
+    for job in (running, ninth, extra):
+        job.refresh_from_db()
+    assert running.state == "RUNNING" and extra.state == "RUNNING"
+    assert ninth.state == "PENDING"
+    assert "maximum number of GPUs at once" in ninth.reason
+    job_cancel(job=running, backend=backend)
+    job_cancel(job=extra, backend=backend)
+    wait_for(backend, ninth, {"COMPLETED"})
+
+
+def test_a_job_that_could_overrun_the_budget_does_not_start_and_says_why(
+    backend, account, tmp_path
+):
+    job = job_submit(
+        account=account, request=request_for(tmp_path, gpus=2, minutes=31), backend=backend
+    )  # 1.03 GPU-h
+    cluster_sync(backend=backend)
+    job.refresh_from_db()
+    assert job.state == "PENDING"
+    assert "GPU-hour budget" in job.reason
+
+
+def test_a_time_limit_above_the_maximum_is_refused_at_submit(account, backend, tmp_path):
+    with pytest.raises(SubmitRefused, match="above the maximum of 24 h per job"):
+        job_submit(account=account, request=request_for(tmp_path, minutes=25 * 60), backend=backend)
+    assert not Job.objects.exists()
+
+
+def test_a_running_job_can_be_cancelled(backend, account, tmp_path):
+    job = job_submit(
+        account=account,
+        request=request_for(tmp_path, script="sleep 300", minutes=1),
+        backend=backend,
+    )
+    wait_for(backend, job, {"RUNNING"})
+    job_cancel(job=job, backend=backend)
+    wait_for(backend, job, {"CANCELLED"})
+
+
+def test_over_the_storage_quota_jobs_are_refused_until_usage_falls(backend, account, tmp_path):
+    sandbox = tmp_path / "sandbox"
+    sandbox.mkdir()
+    big = sandbox / "weights.bin"
+    with big.open("wb") as out:
+        out.truncate(0)
+        out.write(b"\0" * (1024**3 + 4096))  # just over the 1 GiB quota, on disk
+    storage_measure(account=account, path=sandbox, backend=backend)
+    assert "over the storage quota of 1 GiB" in account.submissions_blocked_reason
+    with pytest.raises(SubmitRefused, match="storage quota"):
+        job_submit(account=account, request=request_for(tmp_path), backend=backend)
+    big.unlink()
+    storage_measure(account=account, path=sandbox, backend=backend)
+    assert account.submissions_blocked_reason == ""
+    job_submit(account=account, request=request_for(tmp_path), backend=backend)
