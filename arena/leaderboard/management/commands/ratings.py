@@ -88,6 +88,14 @@ class Command(BaseCommand):
             for name, value in main.style_coefficients.items():
                 low, high = main.style_intervals[name]
                 self.stdout.write(f"  {name:<8} {value:+.4f}  [{low:+.4f}, {high:+.4f}]")
+        if main.superiority is not None and len(main.scores) > 1:
+            self.stdout.write("\nneighbours in the ranking (share of bootstrap resamples):")
+            index = {name: i for i, name in enumerate(main.models)}
+            for upper, lower in zip(main.scores, main.scores[1:], strict=False):
+                share = main.superiority[index[upper.model], index[lower.model]]
+                self.stdout.write(
+                    f"  {upper.model} is above {lower.model} in {share:.1%} of resamples"
+                )
         longer = analyses.get("longer_answer_wins")
         if longer and longer["share"] is not None:
             self.stdout.write(
