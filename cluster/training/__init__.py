@@ -1,0 +1,1 @@
+"""Training scripts run inside cluster jobs (see README.md)."""

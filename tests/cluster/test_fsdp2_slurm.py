@@ -1,0 +1,186 @@
+"""End to end on the real Slurm cluster: a rendered torchrun_fsdp2 job trains the tiny base model
+with FSDP2 on 2 nodes x 1 GPU (gloo on CPU), and the checkpoint it writes has learned to stop.
+
+Jobs run as the submitting user (root here), so pytest's own temporary directory is readable by
+the job; the job's directory is additionally made world-readable for clusters whose jobs run as
+another user.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from cluster.launchers.render import render_launcher
+from infra.tiny_models import build_tiny_models
+from tests.conftest import ROOT, TEST_MODELS_DIR
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        shutil.which("sinfo") is None,
+        reason="Slurm client tools (sinfo) not on PATH: no cluster to submit to",
+    ),
+]
+
+WAIT_SECONDS = 300
+TERMINAL = {
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "OUT_OF_MEMORY",
+    "PREEMPTED",
+    "BOOT_FAIL",
+    "DEADLINE",
+}
+PROMPTS = [
+    "What is 2 plus 3?",
+    "Name three animals.",
+    "Tell me about the sun.",
+    "How do I make tea?",
+    "What color is grass?",
+]
+
+
+def _sacct(job_id: str, fields: str) -> str:
+    out = subprocess.run(
+        ["sacct", "-j", job_id, "-X", "-n", "-P", "-o", fields],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return out.strip().splitlines()[0] if out.strip() else ""
+
+
+def _wait(job_id: str, timeout: float) -> tuple[str, float | None]:
+    """Poll until accounting has the job's end: (final state, seconds from submit until the
+    poll first saw it RUNNING, or None)."""
+    start = time.monotonic()
+    running_after = None
+    state = ""
+    while time.monotonic() - start < timeout:
+        # The controller (squeue) is current; the accounting database (sacct) lags a little but
+        # keeps finished jobs, and NodeList/AllocTRES are read from it afterwards.
+        live = subprocess.run(
+            ["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True
+        ).stdout.strip()
+        if live == "RUNNING" and running_after is None:
+            running_after = time.monotonic() - start
+        state = live if live and live not in TERMINAL else _sacct(job_id, "State").split(" ")[0]
+        if state in TERMINAL:  # "CANCELLED by 0" -> "CANCELLED" above
+            return state, running_after
+        time.sleep(0.5)
+    return state or "UNKNOWN", running_after
+
+
+def _replies(path: Path) -> list[list[int]]:
+    model = AutoModelForCausalLM.from_pretrained(path)
+    tok = AutoTokenizer.from_pretrained(path)
+    out = []
+    for prompt in PROMPTS:
+        enc = tok.apply_chat_template(
+            [{"role": "user", "content": prompt}],
+            add_generation_prompt=True,
+            return_tensors="pt",
+            return_dict=True,
+        )
+        with torch.no_grad():
+            ids = model.generate(**enc, max_new_tokens=48, do_sample=False)
+        out.append(ids[0, enc["input_ids"].shape[1] :].tolist())
+    return out
+
+
+def test_fsdp2_sft_on_two_slurm_nodes(tmp_path_factory: pytest.TempPathFactory) -> None:
+    manifest = build_tiny_models(TEST_MODELS_DIR, log=lambda line: print(f"[tiny-models] {line}"))
+    base = manifest.model_dir("base")
+    run_dir = tmp_path_factory.mktemp("fsdp2_slurm")
+    run_dir.chmod(0o755)
+    out_dir = run_dir / "checkpoint"
+
+    script = render_launcher(
+        "torchrun_fsdp2",
+        job_name="test-fsdp2-sft",
+        account="agents",
+        qos="normal",
+        nodes=2,
+        gpus_per_node=1,
+        time_limit_minutes=10,
+        workdir=run_dir,
+        python=sys.executable,
+        command=[
+            "-m",
+            "cluster.training.sft_fsdp2",
+            "--model",
+            str(base),
+            "--out",
+            str(out_dir),
+            "--steps",
+            "100",
+            "--seed",
+            "0",
+            "--threads",
+            "1",  # two one-thread workers: the "nodes" share this machine's cores
+        ],
+        env={"PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"},
+        output="slurm-%j.out",
+    )
+    (run_dir / "job.sbatch").write_text(script, encoding="utf-8")
+
+    submitted = time.monotonic()
+    proc = subprocess.run(
+        ["sbatch", "--parsable", "job.sbatch"], cwd=run_dir, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, f"sbatch failed: {proc.stderr}"
+    job_id = proc.stdout.strip().split(";")[0]
+    log_file = run_dir / f"slurm-{job_id}.out"
+
+    def log_text() -> str:
+        text = log_file.read_text(errors="replace") if log_file.exists() else "(no output file)"
+        return f"\n--- {log_file} ---\n{text}"
+
+    state, running_after = _wait(job_id, WAIT_SECONDS)
+    if state not in TERMINAL:
+        subprocess.run(["scancel", job_id], check=False)
+        pytest.fail(f"job {job_id} still {state} after {WAIT_SECONDS}s{log_text()}")
+    times = _sacct(job_id, "Submit,Start,End,Elapsed")
+    print(
+        f"job {job_id}: {state}; seen RUNNING {running_after}s after submit; "
+        f"sacct Submit|Start|End|Elapsed {times}; "
+        f"submit-to-end {time.monotonic() - submitted:.1f}s{log_text()}"
+    )
+    assert state == "COMPLETED", f"job {job_id} ended {state}{log_text()}"
+
+    node_list, alloc_tres = _sacct(job_id, "NodeList,AllocTRES").split("|")
+    nodes = subprocess.run(
+        ["scontrol", "show", "hostnames", node_list], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert len(set(nodes)) == 2, (node_list, nodes)
+    assert "gres/gpu=2" in alloc_tres.split(","), alloc_tres
+
+    log = log_text()
+    assert "world 2 (local 1), backend gloo" in log, log
+    m = re.search(r'"final_loss": ([0-9.]+)', log)
+    assert m and float(m.group(1)) < 0.5, log
+
+    assert (out_dir / "model.safetensors").is_file(), log
+    assert not list(out_dir.rglob("*.bin")), "safetensors only"
+    for name in ["config.json", "generation_config.json", "tokenizer.json"]:
+        assert (out_dir / name).is_file(), name
+
+    tok = AutoTokenizer.from_pretrained(out_dir)
+    eos = tok.convert_tokens_to_ids("<|im_end|>")
+    assert tok.eos_token == "<|im_end|>"
+    for prompt, new in zip(PROMPTS, _replies(out_dir), strict=True):
+        assert new[-1] == eos and len(new) < 48, (prompt, tok.decode(new))
+    for prompt, new in zip(PROMPTS, _replies(base), strict=True):
+        assert eos not in new, (prompt, tok.decode(new))
