@@ -74,9 +74,21 @@ def job_submit(
     """Submit a job for the account, refusing with words the user can act on."""
     _check_request(account, request)
     backend = backend or cluster_backend()
-    scheduler_id = backend.submit(
-        account=account.name, unix_user=account.unix_user, request=request
-    )
+    try:
+        scheduler_id = backend.submit(
+            account=account.name, unix_user=account.unix_user, request=request
+        )
+    except SubmitRefused as refused:
+        if "budget" not in refused.message:
+            raise
+        used_hours = backend.charged_gpu_minutes(account=account.name) / 60
+        left = max(0.0, float(account.gpu_hours_limit) - used_hours)
+        asked = request.gpus * request.time_limit_minutes / 60
+        raise SubmitRefused(
+            f"{refused.message}: its {request.gpus} GPU(s) for up to {request.time_limit_minutes} min "
+            f"could use {asked:.2f} GPU-h and {left:.2f} of {float(account.gpu_hours_limit):g} GPU-h are left",
+            detail=refused.detail,
+        ) from None
     return Job.objects.create(
         account=account,
         period=account.period,

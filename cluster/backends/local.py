@@ -64,6 +64,11 @@ class LocalBackend(ClusterBackend):
             raise SubmitRefused(
                 f"the time limit is above the maximum of {limits['max_job_hours']} h per job"
             )
+        # Like Slurm's DenyOnLimit: a job that could not fit the budget left even on its own
+        # is refused at once; one that fits but for running jobs' reservations waits.
+        left_seconds = limits["gpu_hours"] * 3600 - self.charged_gpu_minutes(account=account) * 60
+        if request.gpus * request.time_limit_minutes * 60 > left_seconds:
+            raise SubmitRefused("the job would overrun the account's GPU-hour budget")
         job_id = str(self._next_id())
         folder = self.root / "jobs" / job_id
         (folder / "script.sh").write_text(request.script)

@@ -98,16 +98,32 @@ def test_a_ninth_gpu_waits_and_the_preemptible_qos_gives_eight_more(backend, acc
     wait_for(backend, ninth, {"COMPLETED"})
 
 
-def test_a_job_that_could_overrun_the_budget_does_not_start_and_says_why(
-    backend, account, tmp_path
-):
-    job = job_submit(
-        account=account, request=request_for(tmp_path, gpus=2, minutes=31), backend=backend
-    )  # 1.03 GPU-h
+def test_a_job_that_could_overrun_the_budget_is_refused_and_says_why(backend, account, tmp_path):
+    with pytest.raises(SubmitRefused) as refused:
+        job_submit(
+            account=account, request=request_for(tmp_path, gpus=2, minutes=31), backend=backend
+        )
+    assert refused.value.message == (
+        "the job would overrun the account's GPU-hour budget: its 2 GPU(s) for up to 31 min could use "
+        "1.03 GPU-h and 1.00 of 1 GPU-h are left"
+    )
+
+
+def test_a_job_waits_while_running_jobs_reserve_the_rest_of_the_budget(backend, account, tmp_path):
+    script = "sleep 30"
+    running = job_submit(
+        account=account,
+        request=request_for(tmp_path, script=script, gpus=2, minutes=20),
+        backend=backend,
+    )
+    waiting = job_submit(
+        account=account, request=request_for(tmp_path, gpus=2, minutes=20), backend=backend
+    )
     cluster_sync(backend=backend)
-    job.refresh_from_db()
-    assert job.state == "PENDING"
-    assert "GPU-hour budget" in job.reason
+    waiting.refresh_from_db()
+    assert waiting.state == "PENDING"
+    assert "GPU-hour budget" in waiting.reason
+    job_cancel(job=running, backend=backend)
 
 
 def test_a_time_limit_above_the_maximum_is_refused_at_submit(account, backend, tmp_path):

@@ -1,0 +1,102 @@
+"""Fixtures for tests against the real local Slurm cluster (infra/slurm/setup.sh)."""
+
+from __future__ import annotations
+
+import pwd
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from cluster.backends.base import AccountLimits
+from cluster.backends.slurm import SlurmBackend
+from cluster.models import ClusterAccount, Job
+from cluster.services import account_ensure, cluster_sync
+from cluster.slurm import cli
+
+SANDBOX_ROOT = Path("/tmp/arena-cluster-tests")
+DEFAULT_LIMITS = AccountLimits(gpu_hours=1000, max_gpus=8, max_preemptible_gpus=8, max_job_hours=24)
+
+
+@pytest.fixture(scope="session")
+def slurm() -> SlurmBackend:
+    if shutil.which("sbatch") is None or not cli.available():
+        pytest.fail(
+            "the local Slurm cluster is not running: run infra/slurm/setup.sh (make test does, as root)"
+        )
+    return SlurmBackend(partition="gpu", parent_account="agents")
+
+
+def _unix_user(name: str) -> str:
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", name], check=True)
+    return name
+
+
+@dataclass
+class Agent:
+    account: ClusterAccount
+    sandbox: Path
+
+    @property
+    def user(self) -> str:
+        return self.account.unix_user
+
+
+@pytest.fixture
+def make_agent(slurm: SlurmBackend, transactional_db: None) -> Iterator[Callable[..., Agent]]:
+    """An account with its own Unix user and sandbox; its jobs are cancelled and its Slurm
+    usage reset afterwards so tests do not share budgets."""
+    made: list[Agent] = []
+
+    def make(suffix: str, limits: AccountLimits = DEFAULT_LIMITS, storage_gib: int = 400) -> Agent:
+        user = _unix_user(f"arena_t_{suffix}")
+        name = f"agent_t_{suffix}"
+        account = account_ensure(
+            name=name,
+            unix_user=user,
+            period="test",
+            limits=limits,
+            storage_gib=storage_gib,
+            backend=slurm,
+        )
+        _reset(name)
+        sandbox = SANDBOX_ROOT / user
+        sandbox.mkdir(parents=True, exist_ok=True)
+        shutil.chown(sandbox, user=user, group=user)
+        sandbox.chmod(0o700)
+        agent = Agent(account, sandbox)
+        made.append(agent)
+        return agent
+
+    yield make
+    for agent in made:
+        _reset(agent.account.name)
+        slurm.account_block(account=agent.account.name, blocked=False)
+
+
+def _reset(account: str) -> None:
+    cli.run(["scancel", "-A", account], check=False)
+    deadline = time.monotonic() + 30
+    while cli.squeue_rows({"id": "%i"}, "-A", account) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    cli.sacctmgr("modify", "account", "where", f"name={account}", "set", "RawUsage=0")
+
+
+def wait_for_state(
+    job: Job, states: set[str], *, timeout_s: float = 120, slurm: SlurmBackend
+) -> Job:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        cluster_sync(backend=slurm)
+        job.refresh_from_db()
+        if job.state in states:
+            return job
+        time.sleep(0.5)
+    raise AssertionError(f"job {job.scheduler_id} stayed {job.state} ({job.reason})")
