@@ -7,6 +7,8 @@ PENDING_REASONS = {
     "shorten its time limit, use fewer GPUs, or wait for the next budget",
     "AssocGrpGRESRunMinutes": "the GPU-hours of the account's running jobs plus this one would overrun "
     "the budget; it waits until running jobs finish",
+    "MaxGRESPerAccount": "the account already uses its maximum number of GPUs at once on this QOS; "
+    "it starts when some of its jobs finish",
     "QOSMaxGRESPerAccount": "the account already uses its maximum number of GPUs at once on this QOS; "
     "it starts when some of its jobs finish",
     "QOSMaxGRESPerUser": "the account already uses its maximum number of GPUs at once on this QOS; "

@@ -74,21 +74,18 @@ def job_submit(
     """Submit a job for the account, refusing with words the user can act on."""
     _check_request(account, request)
     backend = backend or cluster_backend()
+    # Slurm refuses at submit only a job larger than the whole budget; one that is larger
+    # than what is left would be accepted and then wait forever. Refuse it here, in words.
+    used_hours = backend.charged_gpu_minutes(account=account.name) / 60
+    _check_budget(account, request, used_hours)
     try:
         scheduler_id = backend.submit(
             account=account.name, unix_user=account.unix_user, request=request
         )
     except SubmitRefused as refused:
-        if "budget" not in refused.message:
-            raise
-        used_hours = backend.charged_gpu_minutes(account=account.name) / 60
-        left = max(0.0, float(account.gpu_hours_limit) - used_hours)
-        asked = request.gpus * request.time_limit_minutes / 60
-        raise SubmitRefused(
-            f"{refused.message}: its {request.gpus} GPU(s) for up to {request.time_limit_minutes} min "
-            f"could use {asked:.2f} GPU-h and {left:.2f} of {float(account.gpu_hours_limit):g} GPU-h are left",
-            detail=refused.detail,
-        ) from None
+        if "budget" in refused.message:  # usage grew between our check and Slurm's
+            _check_budget(account, request, backend.charged_gpu_minutes(account=account.name) / 60)
+        raise
     return Job.objects.create(
         account=account,
         period=account.period,
@@ -103,6 +100,17 @@ def job_submit(
         script=request.script,
         stdout_path=str(request.workdir / f"slurm-{scheduler_id}.out"),
     )
+
+
+def _check_budget(account: ClusterAccount, request: JobRequest, used_hours: float) -> None:
+    left = max(0.0, float(account.gpu_hours_limit) - used_hours)
+    asked = request.gpus * request.time_limit_minutes / 60
+    if asked > left + 1e-9:
+        raise SubmitRefused(
+            f"the job would overrun the account's GPU-hour budget: its {request.gpus} GPU(s) for up to "
+            f"{request.time_limit_minutes} min could use {asked:.2f} GPU-h and {left:.2f} of "
+            f"{float(account.gpu_hours_limit):g} GPU-h are left"
+        )
 
 
 def _check_request(account: ClusterAccount, request: JobRequest) -> None:

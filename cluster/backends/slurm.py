@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from dataclasses import replace
 from datetime import datetime
 
 from django.utils import timezone
@@ -23,7 +24,6 @@ from cluster.reasons import submit_error
 from cluster.slurm import cli
 
 _GPU_TRES = re.compile(r"gres/gpu=(\d+)")
-_GPU_MINUTES = re.compile(r"GrpTRESMins=\S*?gres/gpu=([^(,\s]+)\((\d+(?:\.\d+)?)\)")
 
 
 class SlurmBackend(ClusterBackend):
@@ -142,17 +142,28 @@ class SlurmBackend(ClusterBackend):
                     exit_code=row["ExitCode"],
                 )
             )
-        return records
+        # sacct learns a pending job's reason late; the controller knows it now.
+        live = cli.squeue_rows(
+            {"id": "%i", "state": "%T", "reason": "%r"}, "-A", ",".join(accounts)
+        )
+        reasons = {row["id"]: row["reason"] for row in live if row["state"] == "PENDING"}
+        return [
+            replace(r, state="PENDING", reason_code=reasons[r.scheduler_id])
+            if r.scheduler_id in reasons and r.started_at is None
+            else r
+            for r in records
+        ]
 
     def charged_gpu_minutes(self, *, account: str) -> float:
-        output = cli.scontrol(
-            "-o", "show", "assoc_mgr", f"accounts={account}", "flags=assoc"
-        ).stdout
-        for line in output.splitlines():
-            if f"Account={account} " in line and " UserName= " in line:
-                match = _GPU_MINUTES.search(line)
-                if match:
-                    return float(match.group(2))
+        # RawUsage is exact (billing-seconds, and billing is GPUs here); assoc_mgr's
+        # GrpTRESMins usage is the same number floored to whole minutes.
+        rows = cli.parsable_rows(
+            cli.run(["sshare", "-n", "-P", "-A", account, "-o", "Account,User,RawUsage"]).stdout,
+            ["account", "user", "raw"],
+        )
+        for row in rows:
+            if row["account"].strip() == account and not row["user"]:
+                return float(row["raw"] or 0) / 60
         raise LookupError(f"Slurm has no association for account {account}")
 
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Make sure what the test suite talks to is installed and answering: PostgreSQL, Redis and
-# Debian's Chromium (for the browser tests). As root it installs and starts what is missing;
+# Make sure what the test suite talks to is installed and answering: PostgreSQL, Redis,
+# Debian's Chromium (for the browser tests) and the local Slurm cluster. As root it installs and starts what is missing;
 # as another user it says what is missing and stops.
 set -euo pipefail
 
@@ -47,4 +47,11 @@ fi
 # --- Chromium for the browser tests -------------------------------------------------------
 command -v chromium >/dev/null || { log "installing Debian's chromium"; apt_install chromium; }
 
-log "PostgreSQL, Redis and Chromium are ready"
+# --- The local Slurm cluster (8 nodes x 8 fake GPUs) ----------------------------------------
+if is_root; then
+  bash "$(dirname "$0")/../slurm/setup.sh"
+else
+  log "not root: the local Slurm cluster is not set up, so the Slurm tests will fail (run infra/slurm/setup.sh as root)"
+fi
+
+log "PostgreSQL, Redis, Chromium and Slurm are ready"
