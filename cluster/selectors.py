@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from django.db.models import Sum
 
@@ -46,3 +48,23 @@ def account_usage(*, backend: ClusterBackend | None = None) -> list[AccountUsage
             )
         )
     return usages
+
+
+def job_result(job: Job, *, backend: ClusterBackend | None = None) -> Any:
+    """The return value of a finished Python-callable job (raises what the callable raised)."""
+    return (backend or cluster_backend()).callable_result(
+        scheduler_id=job.scheduler_id, workdir=Path(job.workdir)
+    )
+
+
+def job_output(job: Job, *, tail_bytes: int = 64 * 1024) -> str:
+    """The end of the job's output (stdout and stderr together), "" if there is none yet."""
+    if not job.stdout_path:
+        return ""
+    path = Path(job.stdout_path)
+    try:
+        with path.open("rb") as output:
+            output.seek(max(0, path.stat().st_size - tail_bytes))
+            return output.read().decode("utf-8", "replace")
+    except FileNotFoundError:
+        return ""

@@ -6,10 +6,12 @@ from __future__ import annotations
 import logging
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.db.models import F
@@ -99,6 +101,45 @@ def job_submit(
         workdir=str(request.workdir),
         script=request.script,
         stdout_path=str(request.workdir / f"slurm-{scheduler_id}.out"),
+    )
+
+
+def job_submit_callable(
+    *,
+    account: ClusterAccount,
+    request: JobRequest,
+    function: Callable[..., Any],
+    args: tuple[Any, ...] = (),
+    kwargs: dict[str, Any] | None = None,
+    backend: ClusterBackend | None = None,
+) -> Job:
+    """Run a Python callable as a job under the account (submitit on Slurm); its return value
+    comes back through `job_result`."""
+    _check_request(account, request)
+    backend = backend or cluster_backend()
+    _check_budget(account, request, backend.charged_gpu_minutes(account=account.name) / 60)
+    scheduler_id = backend.submit_callable(
+        account=account.name,
+        unix_user=account.unix_user,
+        request=request,
+        function=function,
+        args=args,
+        kwargs=kwargs or {},
+    )
+    name = f"{getattr(function, '__module__', '?')}.{getattr(function, '__qualname__', '?')}"
+    return Job.objects.create(
+        account=account,
+        period=account.period,
+        backend=backend.name,
+        scheduler_id=scheduler_id,
+        name=request.name,
+        qos=request.qos,
+        nodes=request.nodes,
+        gpus=request.gpus,
+        time_limit_minutes=request.time_limit_minutes,
+        workdir=str(request.workdir),
+        script=f"# Python callable {name}",
+        stdout_path="",
     )
 
 

@@ -1,9 +1,11 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 NORMAL_QOS = "normal"
 PREEMPTIBLE_QOS = "preemptible"
@@ -82,6 +84,23 @@ class ClusterBackend(ABC):
     @abstractmethod
     def submit(self, *, account: str, unix_user: str, request: JobRequest) -> str:
         """Submit as `unix_user`; return the scheduler's job id or raise SubmitRefused."""
+
+    @abstractmethod
+    def submit_callable(
+        self,
+        *,
+        account: str,
+        unix_user: str,
+        request: JobRequest,
+        function: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> str:
+        """Run `function(*args, **kwargs)` as a job (`request.script` is not used); return its id."""
+
+    @abstractmethod
+    def callable_result(self, *, scheduler_id: str, workdir: Path) -> Any:
+        """The finished callable's return value; raises its exception if it failed."""
 
     @abstractmethod
     def cancel(self, *, scheduler_id: str, unix_user: str) -> None: ...

@@ -13,13 +13,19 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import pickle
 import shlex
 import signal
 import subprocess
-from dataclasses import asdict
+import sys
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
+import cloudpickle
 from django.utils import timezone
 
 from cluster.backends.base import (
@@ -87,6 +93,34 @@ class LocalBackend(ClusterBackend):
         self._write(folder / "meta.json", meta)
         self._schedule()
         return job_id
+
+    def submit_callable(
+        self,
+        *,
+        account: str,
+        unix_user: str,
+        request: JobRequest,
+        function: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> str:
+        # The same thing submitit does for Slurm: pickle the call, run it in a job, pickle
+        # what it returns (or raises) next to it.
+        call = request.workdir / f"callable-{uuid.uuid4().hex}.pkl"
+        call.write_bytes(cloudpickle.dumps((function, args, kwargs)))
+        script = f"exec {shlex.quote(sys.executable)} -m cluster.backends.run_callable {shlex.quote(str(call))}\n"
+        return self.submit(
+            account=account, unix_user=unix_user, request=replace(request, script=script)
+        )
+
+    def callable_result(self, *, scheduler_id: str, workdir: Path) -> Any:
+        path = workdir / f"callable-result-{scheduler_id}.pkl"
+        if not path.exists():
+            raise RuntimeError(f"job {scheduler_id} has no result (not finished, or killed)")
+        ok, value = pickle.loads(path.read_bytes())
+        if not ok:
+            raise value
+        return value
 
     def cancel(self, *, scheduler_id: str, unix_user: str) -> None:
         folder = self.root / "jobs" / scheduler_id

@@ -4,11 +4,18 @@ comes through the platform or from a plain `sbatch` in the agent's sandbox."""
 
 from __future__ import annotations
 
+import os
+import pwd
 import re
 import shlex
+import sys
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
+from pathlib import Path
+from typing import Any
 
+import submitit
 from django.utils import timezone
 
 from cluster.backends.base import (
@@ -97,6 +104,48 @@ class SlurmBackend(ClusterBackend):
         except cli.SlurmError as refused:
             raise SubmitRefused(submit_error(refused.stderr), detail=refused.stderr) from None
         return result.stdout.strip().split(";")[0]
+
+    def submit_callable(
+        self,
+        *,
+        account: str,
+        unix_user: str,
+        request: JobRequest,
+        function: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> str:
+        if unix_user != pwd.getpwuid(os.getuid()).pw_name:
+            # submitit submits as the calling process's user and pickles through its folder.
+            raise SubmitRefused(
+                "Python callables run as the platform's own user; submit a script to run as "
+                f"{unix_user}"
+            )
+        executor = submitit.SlurmExecutor(
+            folder=request.workdir / "submitit", python=sys.executable
+        )
+        executor.update_parameters(
+            job_name=request.name,
+            account=account,
+            qos=request.qos,
+            partition=self.partition,
+            nodes=request.nodes,
+            ntasks_per_node=1,
+            gres=f"gpu:{request.gpus_per_node}",
+            time=request.time_limit_minutes,
+            additional_parameters={"requeue": True},
+            setup=[
+                f"export {key}={shlex.quote(value)}" for key, value in sorted(request.env.items())
+            ],
+        )
+        try:
+            job = executor.submit(function, *args, **kwargs)
+        except submitit.core.utils.FailedJobError as refused:
+            raise SubmitRefused(submit_error(str(refused)), detail=str(refused)) from None
+        return str(job.job_id)
+
+    def callable_result(self, *, scheduler_id: str, workdir: Path) -> Any:
+        return submitit.SlurmJob(folder=workdir / "submitit", job_id=scheduler_id).result()
 
     def cancel(self, *, scheduler_id: str, unix_user: str) -> None:
         cli.run(["scancel", scheduler_id], user=unix_user)
