@@ -208,12 +208,20 @@ def cluster_sync(*, backend: ClusterBackend | None = None, lookback_days: int = 
     """
     backend = backend or cluster_backend()
     accounts = {a.name: a for a in ClusterAccount.objects.all()}
-    since = timezone.now() - timedelta(days=lookback_days)
+    if not accounts:
+        return SyncReport(0, 0, 0, 0)
+    # Only jobs from the platform account's lifetime: a Slurm account of the same name may
+    # have history from before (a re-provisioned agent, an earlier test run).
+    opened = {name: a.created_at.replace(microsecond=0) for name, a in accounts.items()}
+    since = max(min(opened.values()), timezone.now() - timedelta(days=lookback_days))
     rows = backend.accounting(accounts=list(accounts), since=since)
     runs: dict[str, list[AccountingRow]] = {}
     for row in rows:
-        if row.account in accounts:
-            runs.setdefault(row.scheduler_id, []).append(row)
+        if row.account not in accounts:
+            continue
+        if row.submitted_at is not None and row.submitted_at < opened[row.account]:
+            continue
+        runs.setdefault(row.scheduler_id, []).append(row)
     new = charged_segments = charged_seconds = 0
     for scheduler_id, job_runs in runs.items():
         account = accounts[job_runs[0].account]
