@@ -88,17 +88,11 @@ def job_submit(
         if "budget" in refused.message:  # usage grew between our check and Slurm's
             _check_budget(account, request, backend.charged_gpu_minutes(account=account.name) / 60)
         raise
-    return Job.objects.create(
-        account=account,
-        period=account.period,
-        backend=backend.name,
-        scheduler_id=scheduler_id,
-        name=request.name,
-        qos=request.qos,
-        nodes=request.nodes,
-        gpus=request.gpus,
-        time_limit_minutes=request.time_limit_minutes,
-        workdir=str(request.workdir),
+    return _job_row(
+        account,
+        backend,
+        scheduler_id,
+        request,
         script=request.script,
         stdout_path=str(request.workdir / f"slurm-{scheduler_id}.out"),
     )
@@ -127,6 +121,20 @@ def job_submit_callable(
         kwargs=kwargs or {},
     )
     name = f"{getattr(function, '__module__', '?')}.{getattr(function, '__qualname__', '?')}"
+    return _job_row(
+        account, backend, scheduler_id, request, script=f"# Python callable {name}", stdout_path=""
+    )
+
+
+def _job_row(
+    account: ClusterAccount,
+    backend: ClusterBackend,
+    scheduler_id: str,
+    request: JobRequest,
+    *,
+    script: str,
+    stdout_path: str,
+) -> Job:
     return Job.objects.create(
         account=account,
         period=account.period,
@@ -138,8 +146,8 @@ def job_submit_callable(
         gpus=request.gpus,
         time_limit_minutes=request.time_limit_minutes,
         workdir=str(request.workdir),
-        script=f"# Python callable {name}",
-        stdout_path="",
+        script=script,
+        stdout_path=stdout_path,
     )
 
 

@@ -72,3 +72,16 @@ def complete_battle(
             bold_counts={"**": 0, "__": 0},
         )
     return battle
+
+
+def round_robin_votes(names: tuple[str, ...], n: int, choose) -> list[Contestant]:
+    """`n` counted votes among the named contestants, pairs in turn; `choose(i)` is vote i."""
+    from arena.battles.services import vote_record
+
+    players = [contestant(name) for name in names]
+    pairs = [(players[i], players[(i + 1) % len(players)]) for i in range(len(players))]
+    for i in range(n):
+        a, b = pairs[i % len(pairs)]
+        battle = complete_battle(a=a, b=b)
+        vote_record(battle_id=battle.pk, choice=choose(i), voter_key=voter_key(), ip_hash="ip")
+    return players

@@ -3,7 +3,6 @@ import xml.etree.ElementTree as ET
 import pytest
 from django.test import Client
 
-from arena.battles.services import vote_record
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -11,20 +10,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def votes():
-    left, right, third = (
-        factories.contestant("left"),
-        factories.contestant("right"),
-        factories.contestant("third"),
-    )
-    for i in range(9):
-        a, b = [(left, right), (right, third), (third, left)][i % 3]
-        battle = factories.complete_battle(a=a, b=b)
-        vote_record(
-            battle_id=battle.pk,
-            choice="a" if i % 2 else "tie",
-            voter_key=factories.voter_key(),
-            ip_hash="ip",
-        )
+    factories.round_robin_votes(("left", "right", "third"), 9, lambda i: "a" if i % 2 else "tie")
 
 
 def test_with_no_votes_the_pages_say_so():

@@ -101,20 +101,9 @@ def test_a_missing_file_is_a_clear_error(tmp_path):
 
 @pytest.mark.django_db
 def test_from_the_database_counted_votes_are_rated_and_a_snapshot_saved():
-    left, right, third = (
-        factories.contestant("left"),
-        factories.contestant("right"),
-        factories.contestant("third"),
+    left, right, _ = factories.round_robin_votes(
+        ("left", "right", "third"), 12, lambda i: "a" if i % 4 else "b"
     )
-    for i in range(12):
-        a, b = [(left, right), (right, third), (third, left)][i % 3]
-        battle = factories.complete_battle(a=a, b=b)
-        vote_record(
-            battle_id=battle.pk,
-            choice="a" if i % 4 else "b",
-            voter_key=factories.voter_key(),
-            ip_hash="ip",
-        )
     void = factories.complete_battle(a=left, b=right, void_reason="revealed")
     vote_record(battle_id=void.pk, choice="a", voter_key=factories.voter_key(), ip_hash="ip")
 
