@@ -54,6 +54,7 @@ INSTALLED_APPS = [
     "arena.battles",
     "arena.leaderboard",
     "cluster",
+    "agents",
     "frontend",
 ]
 

@@ -1,0 +1,97 @@
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.db import models
+
+USD = {"max_digits": 14, "decimal_places": 6}
+
+
+class Agent(models.Model):
+    """A competitor. Its LLM API credit is a ledger: `credit_reserved` holds the worst-case
+    cost of calls in flight, `credit_spent` the settled cost; both change only through
+    conditional F() updates (see services), so concurrent calls can never overspend."""
+
+    name = models.SlugField(max_length=64, unique=True)
+    active = models.BooleanField(default=True)
+    credit_limit = models.DecimalField(**USD, default=Decimal("300"))
+    credit_spent = models.DecimalField(**USD, default=Decimal("0"))
+    credit_reserved = models.DecimalField(**USD, default=Decimal("0"))
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(credit_spent__gte=0) & models.Q(credit_reserved__gte=0),
+                name="agent_credit_not_negative",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(
+                    credit_spent__lte=models.F("credit_limit") - models.F("credit_reserved")
+                ),
+                name="agent_credit_never_overspent",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class AgentToken(models.Model):
+    class Kind(models.TextChoices):
+        API = "api"  # the agent API and CLI
+        PROXY = "proxy"  # the LLM API proxy
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="tokens")
+    kind = models.CharField(max_length=8, choices=Kind.choices)
+    digest = models.CharField(
+        max_length=64, unique=True, help_text="sha256 of the token; the token is never stored"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.agent} {self.kind} token"
+
+
+class Upstream(models.Model):
+    """An LLM API the proxy forwards to, under the name agents call it by, with its price."""
+
+    name = models.CharField(max_length=100, unique=True, help_text="the model name agents request")
+    base_url = models.URLField(
+        max_length=500, help_text="OpenAI-compatible, e.g. https://api.example.com/v1"
+    )
+    upstream_model = models.CharField(max_length=200)
+    api_key = models.CharField(
+        max_length=500, blank=True, help_text="kept on the server; never shown to agents"
+    )
+    usd_per_million_prompt_tokens = models.DecimalField(**USD)
+    usd_per_million_completion_tokens = models.DecimalField(**USD)
+    max_completion_tokens = models.PositiveIntegerField(
+        default=4096, help_text="cap on max_tokens per call"
+    )
+    active = models.BooleanField(default=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ProxyCall(models.Model):
+    agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="proxy_calls")
+    model = models.CharField(max_length=100)
+    stream = models.BooleanField()
+    status = models.PositiveSmallIntegerField()
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    reserved_usd = models.DecimalField(**USD)
+    cost_usd = models.DecimalField(**USD, default=Decimal("0"))
+    latency_ms = models.PositiveIntegerField(default=0)
+    error = models.CharField(max_length=300, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.agent} {self.model} {self.status} ${self.cost_usd}"
