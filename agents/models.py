@@ -12,8 +12,11 @@ class Agent(models.Model):
     cost of calls in flight, `credit_spent` the settled cost; both change only through
     conditional F() updates (see services), so concurrent calls can never overspend."""
 
-    name = models.SlugField(max_length=64, unique=True)
+    name = models.SlugField(max_length=32, unique=True)
     active = models.BooleanField(default=True)
+    unix_user = models.CharField(max_length=64, blank=True, help_text="the sandbox's Unix user")
+    sandbox = models.CharField(max_length=500, blank=True, help_text="the sandbox home (0700)")
+    cluster_account = models.CharField(max_length=64, blank=True, help_text="the Slurm account")
     credit_limit = models.DecimalField(**USD, default=Decimal("300"))
     credit_spent = models.DecimalField(**USD, default=Decimal("0"))
     credit_reserved = models.DecimalField(**USD, default=Decimal("0"))

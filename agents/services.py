@@ -4,14 +4,23 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 import secrets
+from dataclasses import dataclass
 from decimal import ROUND_UP, Decimal
+from pathlib import Path
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
 from agents.models import Agent, AgentToken, ProxyCall, Upstream
+from agents.sandboxes import UnixSandboxes
+from cluster.backends import cluster_backend
+from cluster.backends.base import AccountLimits, ClusterBackend
+from cluster.models import ClusterAccount
+from cluster.services import account_close, account_ensure
 
 log = logging.getLogger(__name__)
 
@@ -89,3 +98,87 @@ def credit_settle(*, agent: Agent, reserved: Decimal, cost: Decimal) -> Decimal:
 
 def proxy_call_log(**fields: object) -> ProxyCall:
     return ProxyCall.objects.create(**fields)
+
+
+@dataclass(frozen=True)
+class Provisioned:
+    agent: Agent
+    api_token: str
+    proxy_token: str
+    config_path: Path
+
+
+_AGENT_NAME = re.compile(r"^[a-z][a-z0-9_]{1,30}$")
+
+
+def agent_provision(
+    *, name: str, sandboxes: UnixSandboxes | None = None, backend: ClusterBackend | None = None
+) -> Provisioned:
+    """A Unix user and a 0700 sandbox home, a Slurm account and association with the default
+    limits, an API token and a proxy token (stored hashed), and `~/.arena/config` holding
+    them — the only copy — readable by the agent alone."""
+    if not _AGENT_NAME.match(name):
+        raise ValueError(
+            f"agent name {name!r}: 2-31 lowercase letters, digits or _, starting with a letter"
+        )
+    if Agent.objects.filter(name=name, active=True).exists():
+        raise ValueError(f"agent {name} is already provisioned")
+    sandboxes = sandboxes or UnixSandboxes(settings.AGENTS_SANDBOX_ROOT)
+    user = f"agent_{name}"
+    home = sandboxes.create(user)
+    limits = AccountLimits(
+        gpu_hours=settings.AGENTS_DEFAULT_GPU_HOURS,
+        max_gpus=settings.AGENTS_DEFAULT_MAX_GPUS,
+        max_preemptible_gpus=settings.AGENTS_DEFAULT_MAX_PREEMPTIBLE_GPUS,
+        max_job_hours=settings.AGENTS_DEFAULT_MAX_JOB_HOURS,
+    )
+    account = account_ensure(
+        name=user,
+        unix_user=user,
+        period=settings.AGENTS_DEFAULT_PERIOD,
+        limits=limits,
+        storage_gib=settings.AGENTS_DEFAULT_STORAGE_GIB,
+        backend=backend,
+    )
+    if account.submissions_blocked_reason:  # a re-provisioned agent starts unblocked
+        ClusterAccount.objects.filter(pk=account.pk).update(submissions_blocked_reason="")
+        (backend or cluster_backend()).account_block(account=user, blocked=False)
+    agent, _ = Agent.objects.update_or_create(
+        name=name,
+        defaults={
+            "active": True,
+            "unix_user": user,
+            "sandbox": str(home),
+            "cluster_account": user,
+            "credit_limit": Decimal(str(settings.AGENTS_DEFAULT_API_CREDIT_USD)),
+        },
+    )
+    api_token = token_issue(agent=agent, kind=AgentToken.Kind.API)
+    proxy_token = token_issue(agent=agent, kind=AgentToken.Kind.PROXY)
+    config = home / ".arena" / "config"
+    url = settings.AGENTS_ARENA_URL.rstrip("/")
+    sandboxes.write_private(
+        user,
+        config,
+        "# RSI Arena: your credentials. Keep them here; they are shown nowhere else.\n"
+        f"ARENA_URL={url}\nARENA_TOKEN={api_token}\n"
+        f"OPENAI_BASE_URL={url}/proxy/v1\nOPENAI_API_KEY={proxy_token}\n",
+    )
+    return Provisioned(agent, api_token, proxy_token, config)
+
+
+def agent_deprovision(
+    *, name: str, sandboxes: UnixSandboxes | None = None, backend: ClusterBackend | None = None
+) -> Agent:
+    """Revoke everything: tokens, the Slurm account (no new jobs, running ones cancelled) and
+    the Unix login. The sandbox's files stay, for the audit."""
+    agent = Agent.objects.get(name=name)
+    Agent.objects.filter(pk=agent.pk).update(active=False)
+    AgentToken.objects.filter(agent=agent, revoked_at=None).update(revoked_at=timezone.now())
+    account = ClusterAccount.objects.filter(name=agent.cluster_account).first()
+    if account is not None:
+        account_close(account=account, reason="the agent was deprovisioned", backend=backend)
+    if agent.unix_user:
+        (sandboxes or UnixSandboxes(settings.AGENTS_SANDBOX_ROOT)).lock(agent.unix_user)
+    agent.refresh_from_db()
+    return agent

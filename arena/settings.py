@@ -166,3 +166,17 @@ ARENA_MODELS_DIR = Path(env_str("ARENA_MODELS_DIR", str(VAR_DIR / "models")))
 CLUSTER_BACKEND = env_str("CLUSTER_BACKEND", "local")
 CLUSTER_SLURM_PARTITION = env_str("CLUSTER_SLURM_PARTITION", "gpu")
 CLUSTER_SLURM_PARENT_ACCOUNT = env_str("CLUSTER_SLURM_PARENT_ACCOUNT", "agents")
+
+# --- Agents -----------------------------------------------------------------------------
+# Sandboxes are Unix home directories under this root, one per agent, mode 0700.
+AGENTS_SANDBOX_ROOT = Path(env_str("AGENTS_SANDBOX_ROOT", "/srv/rsi-arena/sandboxes"))
+# The site's address as agents reach it (written into each sandbox's ~/.arena/config).
+AGENTS_ARENA_URL = env_str("AGENTS_ARENA_URL", "http://127.0.0.1:8000")
+# Budgets an agent gets when provisioned, until a phase sets its own (the study's defaults).
+AGENTS_DEFAULT_GPU_HOURS = env_float("AGENTS_DEFAULT_GPU_HOURS", 1000.0, minimum=0.0)
+AGENTS_DEFAULT_MAX_GPUS = env_int("AGENTS_DEFAULT_MAX_GPUS", 8, minimum=0)
+AGENTS_DEFAULT_MAX_PREEMPTIBLE_GPUS = env_int("AGENTS_DEFAULT_MAX_PREEMPTIBLE_GPUS", 8, minimum=0)
+AGENTS_DEFAULT_MAX_JOB_HOURS = env_int("AGENTS_DEFAULT_MAX_JOB_HOURS", 24, minimum=1)
+AGENTS_DEFAULT_STORAGE_GIB = env_int("AGENTS_DEFAULT_STORAGE_GIB", 400, minimum=1)
+AGENTS_DEFAULT_API_CREDIT_USD = env_float("AGENTS_DEFAULT_API_CREDIT_USD", 300.0, minimum=0.0)
+AGENTS_DEFAULT_PERIOD = env_str("AGENTS_DEFAULT_PERIOD", "phase-1")

@@ -70,6 +70,16 @@ def account_ensure(
     return account
 
 
+def account_close(
+    *, account: ClusterAccount, reason: str, backend: ClusterBackend | None = None
+) -> None:
+    """Stop the account: no new jobs (through any door) and its running ones cancelled."""
+    backend = backend or cluster_backend()
+    ClusterAccount.objects.filter(pk=account.pk).update(submissions_blocked_reason=reason)
+    backend.account_block(account=account.name, blocked=True)
+    backend.cancel_all(account=account.name)
+
+
 def job_submit(
     *, account: ClusterAccount, request: JobRequest, backend: ClusterBackend | None = None
 ) -> Job:

@@ -4,6 +4,7 @@ and the arena itself running as a separate daphne process on the test database."
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -18,6 +19,8 @@ from django.conf import settings
 
 from arena.serving.backends import LocalServingBackend
 from arena.serving.client import Endpoint
+from cluster.backends.slurm import SlurmBackend
+from cluster.slurm import cli as slurm_cli
 from infra.tiny_models import build_tiny_models
 from tests.support.scripted_llm import ScriptedLLM
 
@@ -41,6 +44,16 @@ def model_servers(tiny_models: Path) -> Iterator[dict[str, Endpoint]]:
     endpoints = backend.start([tiny_models / name for name in names])
     yield dict(zip(names, endpoints, strict=True))
     backend.stop()
+
+
+@pytest.fixture(scope="session")
+def slurm() -> SlurmBackend:
+    """The local Slurm cluster that `make test` starts (infra/slurm/setup.sh, as root)."""
+    if shutil.which("sbatch") is None or not slurm_cli.available():
+        pytest.fail(
+            "the local Slurm cluster is not running: run infra/slurm/setup.sh as root (make test does)"
+        )
+    return SlurmBackend(partition="gpu", parent_account="agents")
 
 
 @pytest.fixture(scope="session")

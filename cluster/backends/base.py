@@ -106,6 +106,10 @@ class ClusterBackend(ABC):
     def cancel(self, *, scheduler_id: str, unix_user: str) -> None: ...
 
     @abstractmethod
+    def cancel_all(self, *, account: str) -> None:
+        """Cancel every pending and running job of the account, however it was submitted."""
+
+    @abstractmethod
     def accounting(self, *, accounts: list[str], since: datetime) -> list[AccountingRow]:
         """Every job of these accounts submitted since `since`, however it was submitted,
         one row per run, oldest first."""

@@ -122,6 +122,11 @@ class LocalBackend(ClusterBackend):
             raise value
         return value
 
+    def cancel_all(self, *, account: str) -> None:
+        for meta in self._jobs():
+            if meta["account"] == account and self._state(meta) in {"PENDING", "RUNNING"}:
+                self.cancel(scheduler_id=meta["id"], unix_user="")
+
     def cancel(self, *, scheduler_id: str, unix_user: str) -> None:
         folder = self.root / "jobs" / scheduler_id
         (folder / "cancelled").touch()

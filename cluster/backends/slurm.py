@@ -147,6 +147,9 @@ class SlurmBackend(ClusterBackend):
     def callable_result(self, *, scheduler_id: str, workdir: Path) -> Any:
         return submitit.SlurmJob(folder=workdir / "submitit", job_id=scheduler_id).result()
 
+    def cancel_all(self, *, account: str) -> None:
+        cli.run(["scancel", f"--account={account}"])
+
     def cancel(self, *, scheduler_id: str, unix_user: str) -> None:
         cli.run(["scancel", scheduler_id], user=unix_user)
 

@@ -22,15 +22,6 @@ SANDBOX_ROOT = Path("/tmp/arena-cluster-tests")
 DEFAULT_LIMITS = AccountLimits(gpu_hours=1000, max_gpus=8, max_preemptible_gpus=8, max_job_hours=24)
 
 
-@pytest.fixture(scope="session")
-def slurm() -> SlurmBackend:
-    if shutil.which("sbatch") is None or not cli.available():
-        pytest.fail(
-            "the local Slurm cluster is not running: run infra/slurm/setup.sh (make test does, as root)"
-        )
-    return SlurmBackend(partition="gpu", parent_account="agents")
-
-
 def _unix_user(name: str) -> str:
     try:
         pwd.getpwnam(name)
