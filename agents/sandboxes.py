@@ -49,16 +49,20 @@ class UnixSandboxes:
         home.chmod(0o700)
         return home
 
-    def write_private(self, user: str, path: Path, content: str) -> None:
-        """Write a file only `user` can read (0600), creating its folder (0700)."""
-        path.parent.mkdir(parents=True, exist_ok=True)
-        shutil.chown(path.parent, user=user, group=user)
-        path.parent.chmod(0o700)
+    def write_private(self, user: str, path: Path, content: str, *, mode: int = 0o600) -> None:
+        """Write a file only `user` can read (0600, or 0700 for a program), creating its
+        folders (0700)."""
+        for folder in reversed([path.parent, *path.parent.parents]):
+            if folder in self.root.parents or folder == self.root or folder.exists():
+                continue
+            folder.mkdir()
+            shutil.chown(folder, user=user, group=user)
+            folder.chmod(0o700)
         tmp = path.with_name(path.name + ".tmp")
         tmp.touch(mode=0o600)
         tmp.write_text(content)
         shutil.chown(tmp, user=user, group=user)
-        tmp.chmod(0o600)
+        tmp.chmod(mode)
         tmp.replace(path)
 
     def lock(self, user: str) -> None:

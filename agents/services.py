@@ -108,6 +108,7 @@ class Provisioned:
     config_path: Path
 
 
+AGENT_CLI = Path(__file__).with_name("agent_cli.py")
 _AGENT_NAME = re.compile(r"^[a-z][a-z0-9_]{1,30}$")
 
 
@@ -163,6 +164,10 @@ def agent_provision(
         "# RSI Arena: your credentials. Keep them here; they are shown nowhere else.\n"
         f"ARENA_URL={url}\nARENA_TOKEN={api_token}\n"
         f"OPENAI_BASE_URL={url}/proxy/v1\nOPENAI_API_KEY={proxy_token}\n",
+    )
+    # The CLI, standard library only, so the sandbox's own python3 runs it.
+    sandboxes.write_private(
+        user, home / ".arena" / "bin" / "arena-agent", AGENT_CLI.read_text(), mode=0o700
     )
     return Provisioned(agent, api_token, proxy_token, config)
 

@@ -100,6 +100,8 @@ def live_arena(django_db_setup: None, django_db_blocker: object) -> Iterator[Liv
         "ARENA_BATTLES_PER_MINUTE_PER_IP": "1000",
         "ARENA_MAX_TOKENS": "48",
         "ARENA_GENERATION_TIMEOUT_S": "30",
+        # The agent API submits to the real local cluster when it is there (always in CI).
+        "CLUSTER_BACKEND": "slurm" if shutil.which("sbatch") and slurm_cli.available() else "local",
     }
     TEST_LOG_DIR.mkdir(parents=True, exist_ok=True)
     with (TEST_LOG_DIR / "daphne.log").open("ab") as log:

@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""arena-agent: the RSI Arena agent CLI, over the agent API (/api/v1/).
+
+Standard library only, so it runs with any Python 3.9+ inside a sandbox; provisioning puts a
+copy at ~/.arena/bin/arena-agent. Reads ARENA_URL and ARENA_TOKEN from the environment, else
+from ~/.arena/config. Every read command takes --json.
+
+  arena-agent budget [--json]
+  arena-agent submit SCRIPT|--wrap CMD --time MINUTES [--gpus N] [--nodes N] [--preemptible]
+                     [--name NAME] [--workdir DIR] [-e KEY=VALUE ...] [--json]
+  arena-agent jobs [--json]
+  arena-agent job ID [--json]
+  arena-agent cancel ID
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+
+class CliError(Exception):
+    pass
+
+
+def load_config() -> tuple[str, str]:
+    values = {}
+    config = Path.home() / ".arena" / "config"
+    if config.exists():
+        for line in config.read_text().splitlines():
+            key, sep, value = line.partition("=")
+            if sep and not key.startswith("#"):
+                values[key.strip()] = value.strip()
+    url = os.environ.get("ARENA_URL") or values.get("ARENA_URL")
+    token = os.environ.get("ARENA_TOKEN") or values.get("ARENA_TOKEN")
+    if not url or not token:
+        raise CliError(
+            "ARENA_URL and ARENA_TOKEN are not set and ~/.arena/config does not have them"
+        )
+    return url.rstrip("/"), token
+
+
+def call(method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    url, token = load_config()
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(
+        f"{url}/api/v1{path}",
+        data=data,
+        method=method,
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=120) as reply:
+            return json.loads(reply.read())
+    except urllib.error.HTTPError as failed:
+        try:
+            message = json.loads(failed.read())["error"]["message"]
+        except (ValueError, KeyError, TypeError):
+            message = f"HTTP {failed.code}"
+        raise CliError(message) from None
+    except urllib.error.URLError as failed:
+        raise CliError(f"cannot reach {url}: {failed.reason}") from None
+
+
+def show_budget(budget: dict[str, Any]) -> str:
+    gpu, gpus, credit, storage = (
+        budget["gpu_hours"],
+        budget["gpus_running"],
+        budget["api_credit_usd"],
+        budget["storage"],
+    )
+    lines = [
+        f"agent {budget['agent']} ({budget['period']})",
+        f"GPU-hours     {gpu['used']:.2f} used, {gpu['left']:.2f} left of {gpu['limit']:g}",
+        f"GPUs running  {gpus['normal']}/{gpus['normal_limit']} normal, {gpus['preemptible']}/{gpus['preemptible_limit']} preemptible",
+        f"time per job  at most {budget['max_job_hours']} h",
+        f"storage       {storage['used_gib']:.1f} GiB of {storage['limit_gib']} GiB",
+        f"API credit    ${credit['spent']:.2f} spent, ${credit['left']:.2f} left of ${credit['limit']:g}",
+    ]
+    if budget.get("submissions_blocked"):
+        lines.append(f"NOTE: you cannot submit jobs now: {budget['submissions_blocked']}")
+    return "\n".join(lines)
+
+
+def show_job(job: dict[str, Any]) -> str:
+    waiting = f"  ({job['reason']})" if job.get("reason") else ""
+    return (
+        f"{job['id']:>8}  {job['name'][:24]:<24} {job['state']:<10} {job['gpus']:>2} GPU {job['qos']:<11} "
+        f"{job['gpu_hours_charged']:.3f} GPU-h{waiting}"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="arena-agent", description="The RSI Arena agent CLI.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    budget = commands.add_parser("budget", help="what you have used and have left")
+    budget.add_argument("--json", action="store_true")
+    submit = commands.add_parser("submit", help="submit a job (a bash script or --wrap)")
+    submit.add_argument("script", nargs="?", type=Path)
+    submit.add_argument("--wrap", help="a command to run instead of a script")
+    submit.add_argument("--time", type=int, required=True, metavar="MINUTES")
+    submit.add_argument("--gpus", type=int, default=1, help="GPUs per node")
+    submit.add_argument("--nodes", type=int, default=1)
+    submit.add_argument("--preemptible", action="store_true")
+    submit.add_argument("--name", default="job")
+    submit.add_argument("--workdir", default=".", help="relative to your sandbox")
+    submit.add_argument("-e", "--env", action="append", default=[], metavar="KEY=VALUE")
+    submit.add_argument("--json", action="store_true")
+    jobs = commands.add_parser("jobs", help="your jobs")
+    jobs.add_argument("--json", action="store_true")
+    job = commands.add_parser("job", help="one job, with the end of its output")
+    job.add_argument("id")
+    job.add_argument("--json", action="store_true")
+    cancel = commands.add_parser("cancel", help="cancel a job")
+    cancel.add_argument("id")
+    args = parser.parse_args(argv)
+
+    try:
+        if args.command == "budget":
+            result = call("GET", "/budget")
+            print(json.dumps(result) if args.json else show_budget(result))
+        elif args.command == "submit":
+            if bool(args.script) == bool(args.wrap):
+                raise CliError("give a script file or --wrap COMMAND (one of them)")
+            script = f"#!/bin/bash\n{args.wrap}\n" if args.wrap else args.script.read_text()
+            env = dict(item.split("=", 1) for item in args.env if "=" in item)
+            if len(env) != len(args.env):
+                raise CliError("-e takes KEY=VALUE")
+            result = call("POST", "/jobs", {
+                "name": args.name, "script": script, "nodes": args.nodes, "gpus_per_node": args.gpus,
+                "time_limit_minutes": args.time, "preemptible": args.preemptible,
+                "workdir": args.workdir, "env": env,
+            })  # fmt: skip
+            print(json.dumps(result) if args.json else f"submitted job {result['id']}")
+        elif args.command == "jobs":
+            result = call("GET", "/jobs")
+            print(
+                json.dumps(result)
+                if args.json
+                else "\n".join(map(show_job, result["jobs"])) or "no jobs"
+            )
+        elif args.command == "job":
+            result = call("GET", f"/jobs/{args.id}")
+            print(
+                json.dumps(result)
+                if args.json
+                else show_job(result) + "\n" + result.get("output_tail", "")
+            )
+        else:
+            result = call("POST", f"/jobs/{args.id}/cancel")
+            print(f"job {result['id']}: {result['state']}")
+    except CliError as failed:
+        print(f"arena-agent: {failed}", file=sys.stderr)
+        return 1
+    except OSError as failed:
+        print(f"arena-agent: {failed}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,167 @@
+"""The agent API, `/api/v1/`: token auth (`Authorization: Bearer arena_api_…`), JSON in and
+out, every error as `{"error": {"message", "code"}}`. Thin: each view parses, calls one
+service, shapes the reply. The schema is served at `/api/v1/openapi.json`."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from functools import wraps
+from pathlib import Path
+from typing import Any
+
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+
+from agents.api_schema import OPENAPI
+from agents.models import Agent
+from agents.selectors import agent_budget, agent_for_token, agent_job
+from cluster.backends.base import JobRequest, SubmitRefused
+from cluster.models import ClusterAccount, Job
+from cluster.selectors import job_output
+from cluster.services import cluster_sync, job_cancel, job_submit
+
+View = Callable[..., JsonResponse]
+
+
+def error(status: int, message: str, code: str) -> JsonResponse:
+    return JsonResponse({"error": {"message": message, "code": code}}, status=status)
+
+
+def agent_api(*methods: str) -> Callable[[View], View]:
+    def decorate(view: View) -> View:
+        @csrf_exempt  # token-authenticated, no cookies: CSRF does not apply
+        @wraps(view)
+        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
+            if request.method not in methods:
+                return error(405, f"use {' or '.join(methods)}", "method_not_allowed")
+            header = request.headers.get("Authorization", "")
+            agent = (
+                agent_for_token(header.removeprefix("Bearer ").strip(), kind="api")
+                if header.startswith("Bearer ")
+                else None
+            )
+            if agent is None:
+                return error(
+                    401, "missing or invalid API token (see ~/.arena/config)", "unauthorized"
+                )
+            return view(request, agent, *args, **kwargs)
+
+        return wrapper
+
+    return decorate
+
+
+def openapi(request: HttpRequest) -> JsonResponse:
+    return JsonResponse(OPENAPI)
+
+
+@agent_api("GET")
+def budget(request: HttpRequest, agent: Agent) -> JsonResponse:
+    return JsonResponse(agent_budget(agent))
+
+
+@agent_api("GET", "POST")
+def jobs(request: HttpRequest, agent: Agent) -> JsonResponse:
+    account = ClusterAccount.objects.get(name=agent.cluster_account)
+    if request.method == "GET":
+        cluster_sync(account_names=[account.name])
+        return JsonResponse(
+            {"jobs": [job_json(j) for j in account.jobs.order_by("-submitted_at")[:200]]}
+        )
+    try:
+        body = json.loads(request.body or b"{}")
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return error(400, "the request body is not valid JSON", "bad_json")
+    parsed = _job_request(body, Path(agent.sandbox))
+    if isinstance(parsed, JsonResponse):
+        return parsed
+    try:
+        job = job_submit(account=account, request=parsed)
+    except SubmitRefused as refused:
+        return error(
+            400 if "budget" not in refused.message else 402,
+            f"job refused: {refused.message}",
+            "job_refused",
+        )
+    return JsonResponse(job_json(job), status=201)
+
+
+@agent_api("GET")
+def job_detail(request: HttpRequest, agent: Agent, job_id: str) -> JsonResponse:
+    job = agent_job(agent, job_id)
+    if job is None:
+        return error(404, f"you have no job {job_id}", "not_found")
+    cluster_sync(account_names=[agent.cluster_account])
+    job.refresh_from_db()
+    return JsonResponse({**job_json(job), "output_tail": job_output(job, tail_bytes=16 * 1024)})
+
+
+@agent_api("POST")
+def job_cancel_view(request: HttpRequest, agent: Agent, job_id: str) -> JsonResponse:
+    job = agent_job(agent, job_id)
+    if job is None:
+        return error(404, f"you have no job {job_id}", "not_found")
+    job_cancel(job=job)
+    cluster_sync(account_names=[agent.cluster_account])
+    job.refresh_from_db()
+    return JsonResponse(job_json(job))
+
+
+def job_json(job: Job) -> dict[str, Any]:
+    return {
+        "id": job.scheduler_id,
+        "name": job.name,
+        "state": job.state,
+        "reason": job.reason,
+        "qos": job.qos,
+        "nodes": job.nodes,
+        "gpus": job.gpus,
+        "time_limit_minutes": job.time_limit_minutes,
+        "workdir": job.workdir,
+        "stdout": job.stdout_path,
+        "requeues": job.requeues,
+        "gpu_hours_charged": round(job.gpu_seconds_charged / 3600, 4),
+        "submitted_at": job.submitted_at.isoformat() if job.submitted_at else None,
+        "started_at": job.started_at.isoformat() if job.started_at else None,
+        "ended_at": job.ended_at.isoformat() if job.ended_at else None,
+        "exit_code": job.exit_code,
+    }
+
+
+def _job_request(body: Any, sandbox: Path) -> JobRequest | JsonResponse:
+    if not isinstance(body, dict):
+        return error(400, "the request body must be a JSON object", "bad_request")
+    script = body.get("script")
+    if not isinstance(script, str) or not script.strip():
+        return error(400, "'script' (a bash script) is required", "bad_request")
+    numbers = {}
+    for field, default in (("nodes", 1), ("gpus_per_node", 1), ("time_limit_minutes", None)):
+        value = body.get(field, default)
+        if (
+            not isinstance(value, int)
+            or isinstance(value, bool)
+            or value < (0 if field == "gpus_per_node" else 1)
+        ):
+            return error(400, f"'{field}' must be a positive integer", "bad_request")
+        numbers[field] = value
+    workdir = (sandbox / str(body.get("workdir", "."))).resolve()
+    if workdir != sandbox.resolve() and sandbox.resolve() not in workdir.parents:
+        return error(
+            400, f"the working directory {workdir} is outside your sandbox", "outside_sandbox"
+        )
+    env = body.get("env", {})
+    if not isinstance(env, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in env.items()
+    ):
+        return error(400, "'env' must map names to strings", "bad_request")
+    return JobRequest(
+        name=str(body.get("name", "job")),
+        script=script,
+        nodes=numbers["nodes"],
+        gpus_per_node=numbers["gpus_per_node"],
+        time_limit_minutes=numbers["time_limit_minutes"],
+        preemptible=bool(body.get("preemptible", False)),
+        workdir=workdir,
+        env=env,
+    )

@@ -1,0 +1,185 @@
+"""The agent API's OpenAPI 3.1 document, served at /api/v1/openapi.json."""
+
+from __future__ import annotations
+
+from typing import Any
+
+_ERROR = {"$ref": "#/components/schemas/Error"}
+_JOB = {"$ref": "#/components/schemas/Job"}
+
+
+def _reply(description: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+_ERRORS = {
+    "400": _reply("bad input, said in words", _ERROR),
+    "401": _reply("missing or invalid API token", _ERROR),
+}
+
+OPENAPI: dict[str, Any] = {
+    "openapi": "3.1.0",
+    "info": {
+        "title": "RSI Arena agent API",
+        "version": "1",
+        "description": "What an agent can do from its sandbox. Authenticate with the token in "
+        "~/.arena/config: `Authorization: Bearer arena_api_...`.",
+    },
+    "servers": [{"url": "/api/v1"}],
+    "components": {
+        "securitySchemes": {"token": {"type": "http", "scheme": "bearer"}},
+        "schemas": {
+            "Error": {
+                "type": "object",
+                "required": ["error"],
+                "properties": {
+                    "error": {
+                        "type": "object",
+                        "required": ["message", "code"],
+                        "properties": {"message": {"type": "string"}, "code": {"type": "string"}},
+                    }
+                },
+            },
+            "Budget": {
+                "type": "object",
+                "required": ["agent", "gpu_hours", "gpus_running", "storage", "api_credit_usd"],
+                "properties": {
+                    "agent": {"type": "string"},
+                    "period": {"type": "string"},
+                    "gpu_hours": {
+                        "type": "object",
+                        "properties": {k: {"type": "number"} for k in ("used", "limit", "left")},
+                    },
+                    "gpus_running": {"type": "object", "additionalProperties": {"type": "integer"}},
+                    "max_job_hours": {"type": "integer"},
+                    "storage": {"type": "object"},
+                    "api_credit_usd": {
+                        "type": "object",
+                        "properties": {
+                            k: {"type": "number"} for k in ("spent", "in_flight", "limit", "left")
+                        },
+                    },
+                    "submissions_blocked": {"type": "string"},
+                },
+            },
+            "JobSubmission": {
+                "type": "object",
+                "required": ["script", "time_limit_minutes"],
+                "properties": {
+                    "name": {"type": "string", "pattern": "^[A-Za-z0-9_.+-]{1,100}$"},
+                    "script": {
+                        "type": "string",
+                        "description": "a bash script; #SBATCH lines are overridden",
+                    },
+                    "nodes": {"type": "integer", "minimum": 1, "default": 1},
+                    "gpus_per_node": {"type": "integer", "minimum": 0, "default": 1},
+                    "time_limit_minutes": {"type": "integer", "minimum": 1},
+                    "preemptible": {"type": "boolean", "default": False},
+                    "workdir": {
+                        "type": "string",
+                        "description": "relative to the sandbox",
+                        "default": ".",
+                    },
+                    "env": {"type": "object", "additionalProperties": {"type": "string"}},
+                },
+            },
+            "Job": {
+                "type": "object",
+                "required": ["id", "name", "state"],
+                "properties": {
+                    "id": {"type": "string"},
+                    "name": {"type": "string"},
+                    "state": {"type": "string"},
+                    "reason": {"type": "string", "description": "why it waits, in words"},
+                    "qos": {"type": "string"},
+                    "nodes": {"type": "integer"},
+                    "gpus": {"type": "integer"},
+                    "time_limit_minutes": {"type": "integer"},
+                    "workdir": {"type": "string"},
+                    "stdout": {"type": "string"},
+                    "requeues": {"type": "integer"},
+                    "gpu_hours_charged": {"type": "number"},
+                    "submitted_at": {"type": ["string", "null"]},
+                    "started_at": {"type": ["string", "null"]},
+                    "ended_at": {"type": ["string", "null"]},
+                    "exit_code": {"type": "string"},
+                    "output_tail": {"type": "string"},
+                },
+            },
+        },
+    },
+    "security": [{"token": []}],
+    "paths": {
+        "/budget": {
+            "get": {
+                "operationId": "budget",
+                "summary": "GPU-hours, GPUs running, storage and API credit: used and left",
+                "responses": {
+                    "200": _reply("the budget", {"$ref": "#/components/schemas/Budget"}),
+                    **_ERRORS,
+                },
+            }
+        },
+        "/jobs": {
+            "get": {
+                "operationId": "jobs_list",
+                "summary": "your jobs, newest first, however they were submitted",
+                "responses": {
+                    "200": _reply(
+                        "jobs",
+                        {
+                            "type": "object",
+                            "properties": {"jobs": {"type": "array", "items": _JOB}},
+                        },
+                    ),
+                    **_ERRORS,
+                },
+            },
+            "post": {
+                "operationId": "jobs_submit",
+                "summary": "submit a job to the cluster under your account",
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": {"$ref": "#/components/schemas/JobSubmission"}
+                        }
+                    },
+                },
+                "responses": {
+                    "201": _reply("the job", _JOB),
+                    **_ERRORS,
+                    "402": _reply("over the GPU-hour budget", _ERROR),
+                },
+            },
+        },
+        "/jobs/{job_id}": {
+            "get": {
+                "operationId": "jobs_show",
+                "summary": "one job, with the end of its output",
+                "parameters": [
+                    {"name": "job_id", "in": "path", "required": True, "schema": {"type": "string"}}
+                ],
+                "responses": {
+                    "200": _reply("the job", _JOB),
+                    **_ERRORS,
+                    "404": _reply("not your job", _ERROR),
+                },
+            }
+        },
+        "/jobs/{job_id}/cancel": {
+            "post": {
+                "operationId": "jobs_cancel",
+                "summary": "cancel one of your jobs",
+                "parameters": [
+                    {"name": "job_id", "in": "path", "required": True, "schema": {"type": "string"}}
+                ],
+                "responses": {
+                    "200": _reply("the job", _JOB),
+                    **_ERRORS,
+                    "404": _reply("not your job", _ERROR),
+                },
+            }
+        },
+    },
+}
