@@ -11,6 +11,11 @@ from ~/.arena/config. Every read command takes --json.
   arena-agent jobs [--json]
   arena-agent job ID [--json]
   arena-agent cancel ID
+  arena-agent data register PATH --rows N --tokens N --source ID_OR_URL [--source ...]
+                     --licence LICENCE --reason TEXT [--json]
+  arena-agent data list [--json]
+  arena-agent checkpoints register PATH --job ID [--data ID ...] [--parent ID] [--json]
+  arena-agent checkpoints list [--json]
 """
 
 from __future__ import annotations
@@ -119,6 +124,36 @@ def main(argv: list[str] | None = None) -> int:
     job.add_argument("--json", action="store_true")
     cancel = commands.add_parser("cancel", help="cancel a job")
     cancel.add_argument("id")
+    data = commands.add_parser(
+        "data", help="record where your training data came from"
+    ).add_subparsers(dest="action", required=True)
+    data_register = data.add_parser("register", help="record a data file or folder (append-only)")
+    data_register.add_argument("path")
+    data_register.add_argument("--rows", type=int, required=True)
+    data_register.add_argument("--tokens", type=int, required=True)
+    data_register.add_argument(
+        "--source", action="append", required=True, help="a data set id or URL"
+    )
+    data_register.add_argument("--licence", required=True)
+    data_register.add_argument("--reason", required=True, help="why you use this data")
+    data_register.add_argument("--json", action="store_true")
+    data.add_parser("list", help="your data records").add_argument("--json", action="store_true")
+    checkpoints = commands.add_parser("checkpoints", help="your checkpoints").add_subparsers(
+        dest="action", required=True
+    )
+    checkpoint_register = checkpoints.add_parser(
+        "register", help="validate and record a checkpoint"
+    )
+    checkpoint_register.add_argument("path")
+    checkpoint_register.add_argument("--job", required=True, help="the completed job that made it")
+    checkpoint_register.add_argument(
+        "--data", type=int, action="append", default=[], help="a data record id"
+    )
+    checkpoint_register.add_argument("--parent", type=int, help="the checkpoint it started from")
+    checkpoint_register.add_argument("--json", action="store_true")
+    checkpoints.add_parser("list", help="your checkpoints").add_argument(
+        "--json", action="store_true"
+    )
     args = parser.parse_args(argv)
 
     try:
@@ -152,9 +187,38 @@ def main(argv: list[str] | None = None) -> int:
                 if args.json
                 else show_job(result) + "\n" + result.get("output_tail", "")
             )
-        else:
+        elif args.command == "cancel":
             result = call("POST", f"/jobs/{args.id}/cancel")
             print(f"job {result['id']}: {result['state']}")
+        elif args.command == "data" and args.action == "register":
+            result = call("POST", "/data", {
+                "path": args.path, "rows": args.rows, "tokens": args.tokens, "sources": args.source,
+                "licence": args.licence, "reason": args.reason,
+            })  # fmt: skip
+            print(
+                json.dumps(result)
+                if args.json
+                else f"data record {result['id']}: {result['sha256']}"
+            )
+        elif args.command == "data":
+            result = call("GET", "/data")
+            lines = [
+                f"{r['id']:>5}  {r['rows']:>9} rows {r['tokens']:>11} tokens  {r['path']}"
+                for r in result["data"]
+            ]
+            print(json.dumps(result) if args.json else "\n".join(lines) or "no data records")
+        elif args.action == "register":
+            result = call("POST", "/checkpoints", {
+                "path": args.path, "job": args.job, "data_records": args.data, "parent": args.parent,
+            })  # fmt: skip
+            print(json.dumps(result) if args.json else f"checkpoint {result['id']} registered")
+        else:
+            result = call("GET", "/checkpoints")
+            lines = [
+                f"{c['id']:>5}  job {c['job']:>8}  parent {c['parent'] or '-':>5}  {c['path']}"
+                for c in result["checkpoints"]
+            ]
+            print(json.dumps(result) if args.json else "\n".join(lines) or "no checkpoints")
     except CliError as failed:
         print(f"arena-agent: {failed}", file=sys.stderr)
         return 1

@@ -14,8 +14,9 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from agents.api_schema import OPENAPI
-from agents.models import Agent
+from agents.models import Agent, Checkpoint, DataRecord
 from agents.selectors import agent_budget, agent_for_token, agent_job
+from agents.services import RegistrationRefused, checkpoint_register, data_register
 from cluster.backends.base import JobRequest, SubmitRefused
 from cluster.models import ClusterAccount, Job
 from cluster.selectors import job_output
@@ -165,3 +166,85 @@ def _job_request(body: Any, sandbox: Path) -> JobRequest | JsonResponse:
         workdir=workdir,
         env=env,
     )
+
+
+@agent_api("GET", "POST")
+def data(request: HttpRequest, agent: Agent) -> JsonResponse:
+    if request.method == "GET":
+        return JsonResponse({"data": [data_json(r) for r in agent.data_records.all()]})
+    body = _json(request)
+    if isinstance(body, JsonResponse):
+        return body
+    try:
+        record = data_register(
+            agent=agent,
+            path=str(body.get("path", "")),
+            rows=_int(body, "rows"),
+            tokens=_int(body, "tokens"),
+            sources=body.get("sources") if isinstance(body.get("sources"), list) else [],
+            licence=str(body.get("licence", "")),
+            reason=str(body.get("reason", "")),
+        )
+    except RegistrationRefused as refused:
+        return error(400, str(refused), "refused")
+    return JsonResponse(data_json(record), status=201)
+
+
+@agent_api("GET", "POST")
+def checkpoints(request: HttpRequest, agent: Agent) -> JsonResponse:
+    if request.method == "GET":
+        return JsonResponse({"checkpoints": [checkpoint_json(c) for c in agent.checkpoints.all()]})
+    body = _json(request)
+    if isinstance(body, JsonResponse):
+        return body
+    ids = body.get("data_records", [])
+    parent = body.get("parent")
+    if not isinstance(ids, list) or not all(isinstance(i, int) for i in ids):
+        return error(400, "'data_records' must be a list of record ids", "bad_request")
+    if parent is not None and not isinstance(parent, int):
+        return error(400, "'parent' must be a checkpoint id", "bad_request")
+    try:
+        checkpoint = checkpoint_register(
+            agent=agent, path=str(body.get("path", "")), job_id=str(body.get("job", "")),
+            data_record_ids=ids, parent_id=parent,
+        )  # fmt: skip
+    except RegistrationRefused as refused:
+        return error(400, str(refused), "refused")
+    return JsonResponse(checkpoint_json(checkpoint), status=201)
+
+
+def data_json(record: DataRecord) -> dict[str, Any]:
+    return {
+        "id": record.pk, "path": record.path, "sha256": record.sha256, "rows": record.rows,
+        "tokens": record.tokens, "sources": record.sources, "licence": record.licence,
+        "reason": record.reason, "created_at": record.created_at.isoformat(),
+    }  # fmt: skip
+
+
+def checkpoint_json(checkpoint: Checkpoint) -> dict[str, Any]:
+    return {
+        "id": checkpoint.pk, "path": checkpoint.path, "job": checkpoint.job.scheduler_id,
+        "parent": checkpoint.parent_id, "data_records": sorted(r.pk for r in checkpoint.data_records.all()),
+        "architecture": checkpoint.architecture, "parameters": checkpoint.parameters,
+        "end_of_turn_token": checkpoint.end_of_turn_token, "weights_sha256": checkpoint.weights_sha256,
+        "created_at": checkpoint.created_at.isoformat(),
+    }  # fmt: skip
+
+
+def _json(request: HttpRequest) -> dict[str, Any] | JsonResponse:
+    try:
+        body = json.loads(request.body or b"{}")
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return error(400, "the request body is not valid JSON", "bad_json")
+    return (
+        body
+        if isinstance(body, dict)
+        else error(400, "the request body must be a JSON object", "bad_request")
+    )
+
+
+def _int(body: dict[str, Any], field: str) -> int:
+    value = body.get(field)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise RegistrationRefused(f"'{field}' must be a whole number")
+    return value

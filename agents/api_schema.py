@@ -109,6 +109,7 @@ OPENAPI: dict[str, Any] = {
         },
     },
     "security": [{"token": []}],
+    # (data and checkpoint schemas are kept loose: their fields are documented in agents/README.md)
     "paths": {
         "/budget": {
             "get": {
@@ -166,6 +167,73 @@ OPENAPI: dict[str, Any] = {
                     "404": _reply("not your job", _ERROR),
                 },
             }
+        },
+        "/data": {
+            "get": {
+                "operationId": "data_list",
+                "summary": "your data records",
+                "responses": {"200": _reply("records", {"type": "object"}), **_ERRORS},
+            },
+            "post": {
+                "operationId": "data_register",
+                "summary": "record a data file or folder in your sandbox: sha256, rows, tokens, sources, licence, reason",
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "required": [
+                                    "path",
+                                    "rows",
+                                    "tokens",
+                                    "sources",
+                                    "licence",
+                                    "reason",
+                                ],
+                                "properties": {
+                                    "path": {"type": "string"},
+                                    "rows": {"type": "integer"},
+                                    "tokens": {"type": "integer"},
+                                    "sources": {"type": "array", "items": {"type": "string"}},
+                                    "licence": {"type": "string"},
+                                    "reason": {"type": "string"},
+                                },
+                            }
+                        }
+                    },
+                },
+                "responses": {"201": _reply("the record", {"type": "object"}), **_ERRORS},
+            },
+        },
+        "/checkpoints": {
+            "get": {
+                "operationId": "checkpoints_list",
+                "summary": "your checkpoints, with lineage",
+                "responses": {"200": _reply("checkpoints", {"type": "object"}), **_ERRORS},
+            },
+            "post": {
+                "operationId": "checkpoints_register",
+                "summary": "validate and record a checkpoint made by one of your completed jobs",
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "required": ["path", "job"],
+                                "properties": {
+                                    "path": {"type": "string"},
+                                    "job": {"type": "string"},
+                                    "data_records": {"type": "array", "items": {"type": "integer"}},
+                                    "parent": {"type": ["integer", "null"]},
+                                },
+                            }
+                        }
+                    },
+                },
+                "responses": {"201": _reply("the checkpoint", {"type": "object"}), **_ERRORS},
+            },
         },
         "/jobs/{job_id}/cancel": {
             "post": {

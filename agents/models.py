@@ -98,3 +98,48 @@ class ProxyCall(models.Model):
 
     def __str__(self) -> str:
         return f"{self.agent} {self.model} {self.status} ${self.cost_usd}"
+
+
+class DataRecord(models.Model):
+    """Where a piece of training data came from and why it was used. Append-only: there is
+    no service that changes or deletes one, and the admin shows them read-only."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="data_records")
+    path = models.CharField(max_length=1000)
+    sha256 = models.CharField(max_length=64)
+    rows = models.PositiveBigIntegerField()
+    tokens = models.PositiveBigIntegerField()
+    sources = models.JSONField(help_text="data set ids or URLs")
+    licence = models.CharField(max_length=200)
+    reason = models.TextField(help_text="why this data was committed")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["agent", "created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.agent} data {self.pk}: {self.path}"
+
+
+class Checkpoint(models.Model):
+    """A validated checkpoint, tied to the job that produced it, the data it used and the
+    checkpoint it started from (lineage: an agent can go back to any earlier one)."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="checkpoints")
+    path = models.CharField(max_length=1000)
+    job = models.ForeignKey("cluster.Job", on_delete=models.PROTECT, related_name="checkpoints")
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="children"
+    )
+    data_records = models.ManyToManyField(DataRecord, blank=True, related_name="checkpoints")
+    architecture = models.CharField(max_length=100)
+    parameters = models.PositiveBigIntegerField()
+    end_of_turn_token = models.CharField(max_length=100)
+    weights_sha256 = models.CharField(max_length=64, db_index=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["agent", "created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.agent} checkpoint {self.pk}: {self.path}"

@@ -15,12 +15,12 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from agents.models import Agent, AgentToken, ProxyCall, Upstream
+from agents.checkpoints import CheckpointInvalid, inspect_checkpoint
+from agents.models import Agent, AgentToken, Checkpoint, DataRecord, ProxyCall, Upstream
 from agents.sandboxes import UnixSandboxes
-from cluster.backends import cluster_backend
 from cluster.backends.base import AccountLimits, ClusterBackend
-from cluster.models import ClusterAccount
-from cluster.services import account_close, account_ensure
+from cluster.models import ClusterAccount, Job
+from cluster.services import account_close, account_ensure, cluster_sync
 
 log = logging.getLogger(__name__)
 
@@ -127,13 +127,15 @@ def agent_provision(
     sandboxes = sandboxes or UnixSandboxes(settings.AGENTS_SANDBOX_ROOT)
     user = f"agent_{name}"
     home = sandboxes.create(user)
+    # A re-provisioned agent starts with its account open again.
+    ClusterAccount.objects.filter(name=user).update(submissions_blocked_reason="")
     limits = AccountLimits(
         gpu_hours=settings.AGENTS_DEFAULT_GPU_HOURS,
         max_gpus=settings.AGENTS_DEFAULT_MAX_GPUS,
         max_preemptible_gpus=settings.AGENTS_DEFAULT_MAX_PREEMPTIBLE_GPUS,
         max_job_hours=settings.AGENTS_DEFAULT_MAX_JOB_HOURS,
     )
-    account = account_ensure(
+    account_ensure(
         name=user,
         unix_user=user,
         period=settings.AGENTS_DEFAULT_PERIOD,
@@ -141,9 +143,6 @@ def agent_provision(
         storage_gib=settings.AGENTS_DEFAULT_STORAGE_GIB,
         backend=backend,
     )
-    if account.submissions_blocked_reason:  # a re-provisioned agent starts unblocked
-        ClusterAccount.objects.filter(pk=account.pk).update(submissions_blocked_reason="")
-        (backend or cluster_backend()).account_block(account=user, blocked=False)
     agent, _ = Agent.objects.update_or_create(
         name=name,
         defaults={
@@ -187,3 +186,103 @@ def agent_deprovision(
         (sandboxes or UnixSandboxes(settings.AGENTS_SANDBOX_ROOT)).lock(agent.unix_user)
     agent.refresh_from_db()
     return agent
+
+
+class RegistrationRefused(ValueError):
+    """Bad input for a data or checkpoint registration, said so the agent can fix it."""
+
+
+def sandbox_path(agent: Agent, path: str) -> Path:
+    """`path` (absolute, or relative to the sandbox) resolved, and refused outside the sandbox."""
+    sandbox = Path(agent.sandbox).resolve()
+    resolved = (sandbox / path).resolve()
+    if resolved != sandbox and sandbox not in resolved.parents:
+        raise RegistrationRefused(f"{resolved} is outside your sandbox")
+    if not resolved.exists():
+        raise RegistrationRefused(f"{resolved} does not exist")
+    return resolved
+
+
+def content_sha256(path: Path) -> str:
+    """The file's sha256, or for a folder the sha256 of its files' relative paths and hashes."""
+    if path.is_file():
+        return _file_sha256(path)
+    digest = hashlib.sha256()
+    for file in sorted(p for p in path.rglob("*") if p.is_file()):
+        digest.update(f"{file.relative_to(path)}\0{_file_sha256(file)}\n".encode())
+    return digest.hexdigest()
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as data:
+        for block in iter(lambda: data.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def data_register(
+    *,
+    agent: Agent,
+    path: str,
+    rows: int,
+    tokens: int,
+    sources: list[str],
+    licence: str,
+    reason: str,
+) -> DataRecord:
+    resolved = sandbox_path(agent, path)
+    if rows < 0 or tokens < 0:
+        raise RegistrationRefused("rows and tokens cannot be negative")
+    if not sources or not all(isinstance(s, str) and s.strip() for s in sources):
+        raise RegistrationRefused("name at least one source (a data set id or URL)")
+    if not licence.strip() or not reason.strip():
+        raise RegistrationRefused("a licence and the reason for using this data are required")
+    return DataRecord.objects.create(
+        agent=agent, path=str(resolved), sha256=content_sha256(resolved), rows=rows, tokens=tokens,
+        sources=[s.strip() for s in sources], licence=licence.strip(), reason=reason.strip(),
+    )  # fmt: skip
+
+
+def checkpoint_register(
+    *,
+    agent: Agent,
+    path: str,
+    job_id: str,
+    data_record_ids: list[int],
+    parent_id: int | None = None,
+    backend: ClusterBackend | None = None,
+) -> Checkpoint:
+    """Validate a checkpoint and record it with its job, data and parent — all or nothing."""
+    resolved = sandbox_path(agent, path)
+    cluster_sync(account_names=[agent.cluster_account], backend=backend)
+    job = Job.objects.filter(account__name=agent.cluster_account, scheduler_id=job_id).first()
+    if job is None:
+        raise RegistrationRefused(f"job {job_id} is not one of your jobs")
+    if job.state != Job.State.COMPLETED:
+        raise RegistrationRefused(
+            f"job {job_id} is {job.state}; only a completed job's checkpoint can be registered"
+        )
+    records = list(DataRecord.objects.filter(agent=agent, pk__in=data_record_ids))
+    unknown = sorted(set(data_record_ids) - {r.pk for r in records})
+    if unknown:
+        raise RegistrationRefused(f"data records {unknown} are not yours")
+    parent = None
+    if parent_id is not None:
+        parent = Checkpoint.objects.filter(agent=agent, pk=parent_id).first()
+        if parent is None:
+            raise RegistrationRefused(f"checkpoint {parent_id} is not one of yours")
+    try:
+        facts = inspect_checkpoint(resolved)
+    except CheckpointInvalid as invalid:
+        raise RegistrationRefused(f"not a usable checkpoint: {invalid}") from None
+    weights = hashlib.sha256(
+        "".join(_file_sha256(resolved / name) for name in facts.weight_files).encode()
+    ).hexdigest()
+    with transaction.atomic():
+        checkpoint = Checkpoint.objects.create(
+            agent=agent, path=str(resolved), job=job, parent=parent, architecture=facts.architecture,
+            parameters=facts.parameters, end_of_turn_token=facts.end_of_turn_token, weights_sha256=weights,
+        )  # fmt: skip
+        checkpoint.data_records.set(records)
+    return checkpoint

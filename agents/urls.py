@@ -10,4 +10,6 @@ urlpatterns = [
     path("api/v1/jobs", api.jobs, name="api-jobs"),
     path("api/v1/jobs/<str:job_id>", api.job_detail, name="api-job"),
     path("api/v1/jobs/<str:job_id>/cancel", api.job_cancel_view, name="api-job-cancel"),
+    path("api/v1/data", api.data, name="api-data"),
+    path("api/v1/checkpoints", api.checkpoints, name="api-checkpoints"),
 ]

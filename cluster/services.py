@@ -66,7 +66,10 @@ def account_ensure(
         },
     )
     GpuLedger.objects.get_or_create(account=account, period=period)
-    (backend or cluster_backend()).account_apply(account=name, unix_user=unix_user, limits=limits)
+    backend = backend or cluster_backend()
+    backend.account_apply(account=name, unix_user=unix_user, limits=limits)
+    # The scheduler follows the platform's view, whatever it was left with before.
+    backend.account_block(account=name, blocked=bool(account.submissions_blocked_reason))
     return account
 
 
@@ -216,7 +219,12 @@ class SyncReport:
     gpu_seconds_charged: int
 
 
-def cluster_sync(*, backend: ClusterBackend | None = None, lookback_days: int = 60) -> SyncReport:
+def cluster_sync(
+    *,
+    backend: ClusterBackend | None = None,
+    lookback_days: int = 60,
+    account_names: list[str] | None = None,
+) -> SyncReport:
     """Pull the scheduler's accounting into job rows and charge every finished run once.
 
     Idempotent: a segment is identified by (job, start) under a unique constraint, and the
@@ -225,7 +233,10 @@ def cluster_sync(*, backend: ClusterBackend | None = None, lookback_days: int = 
     platform (plain `sbatch` in a sandbox) are found through their account and recorded too.
     """
     backend = backend or cluster_backend()
-    accounts = {a.name: a for a in ClusterAccount.objects.all()}
+    known = ClusterAccount.objects.all()
+    if account_names is not None:
+        known = known.filter(name__in=account_names)
+    accounts = {a.name: a for a in known}
     if not accounts:
         return SyncReport(0, 0, 0, 0)
     # Only jobs from the platform account's lifetime: a Slurm account of the same name may
