@@ -16,6 +16,8 @@ from ~/.arena/config. Every read command takes --json.
   arena-agent data list [--json]
   arena-agent checkpoints register PATH --job ID [--data ID ...] [--parent ID] [--json]
   arena-agent checkpoints list [--json]
+  arena-agent nominate CHECKPOINT_ID --card MODEL_CARD.md
+  arena-agent nominations [--json]
 """
 
 from __future__ import annotations
@@ -154,6 +156,14 @@ def main(argv: list[str] | None = None) -> int:
     checkpoints.add_parser("list", help="your checkpoints").add_argument(
         "--json", action="store_true"
     )
+    nominate = commands.add_parser("nominate", help="nominate a checkpoint for the current phase")
+    nominate.add_argument("checkpoint", type=int)
+    nominate.add_argument(
+        "--card", type=Path, required=True, help="model card: Markdown with YAML front matter"
+    )
+    commands.add_parser("nominations", help="your nominations").add_argument(
+        "--json", action="store_true"
+    )
     args = parser.parse_args(argv)
 
     try:
@@ -207,6 +217,20 @@ def main(argv: list[str] | None = None) -> int:
                 for r in result["data"]
             ]
             print(json.dumps(result) if args.json else "\n".join(lines) or "no data records")
+        elif args.command == "nominate":
+            result = call(
+                "POST",
+                "/nomination",
+                {"checkpoint": args.checkpoint, "model_card": args.card.read_text()},
+            )
+            print(f"nominated checkpoint {result['checkpoint']} for {result['phase']}")
+        elif args.command == "nominations":
+            result = call("GET", "/nomination")
+            lines = [
+                f"{n['phase']:<12} checkpoint {n['checkpoint']}  (changed {n['updated_at']})"
+                for n in result["nominations"]
+            ]
+            print(json.dumps(result) if args.json else "\n".join(lines) or "no nominations")
         elif args.action == "register":
             result = call("POST", "/checkpoints", {
                 "path": args.path, "job": args.job, "data_records": args.data, "parent": args.parent,

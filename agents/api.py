@@ -14,9 +14,9 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from agents.api_schema import OPENAPI
-from agents.models import Agent, Checkpoint, DataRecord
+from agents.models import Agent, Checkpoint, DataRecord, Nomination
 from agents.selectors import agent_budget, agent_for_token, agent_job
-from agents.services import RegistrationRefused, checkpoint_register, data_register
+from agents.services import RegistrationRefused, checkpoint_register, data_register, nomination_set
 from cluster.backends.base import JobRequest, SubmitRefused
 from cluster.models import ClusterAccount, Job
 from cluster.selectors import job_output
@@ -248,3 +248,35 @@ def _int(body: dict[str, Any], field: str) -> int:
     if not isinstance(value, int) or isinstance(value, bool):
         raise RegistrationRefused(f"'{field}' must be a whole number")
     return value
+
+
+@agent_api("GET", "POST")
+def nomination(request: HttpRequest, agent: Agent) -> JsonResponse:
+    if request.method == "GET":
+        return JsonResponse(
+            {"nominations": [nomination_json(n) for n in agent.nominations.select_related("phase")]}
+        )
+    body = _json(request)
+    if isinstance(body, JsonResponse):
+        return body
+    checkpoint = body.get("checkpoint")
+    if not isinstance(checkpoint, int) or not isinstance(body.get("model_card"), str):
+        return error(
+            400, "'checkpoint' (an id) and 'model_card' (text) are required", "bad_request"
+        )
+    try:
+        chosen = nomination_set(
+            agent=agent, checkpoint_id=checkpoint, model_card=body["model_card"]
+        )
+    except RegistrationRefused as refused:
+        return error(409 if "closed" in str(refused) else 400, str(refused), "refused")
+    return JsonResponse(nomination_json(chosen))
+
+
+def nomination_json(chosen: Nomination) -> dict[str, Any]:
+    return {
+        "phase": chosen.phase.label,
+        "checkpoint": chosen.checkpoint_id,
+        "model_card": chosen.card_fields,
+        "updated_at": chosen.updated_at.isoformat(),
+    }

@@ -235,6 +235,41 @@ OPENAPI: dict[str, Any] = {
                 "responses": {"201": _reply("the checkpoint", {"type": "object"}), **_ERRORS},
             },
         },
+        "/nomination": {
+            "get": {
+                "operationId": "nominations_list",
+                "summary": "your nominations, per phase",
+                "responses": {"200": _reply("nominations", {"type": "object"}), **_ERRORS},
+            },
+            "post": {
+                "operationId": "nominate",
+                "summary": "nominate a checkpoint for the current phase (changeable until it freezes)",
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "required": ["checkpoint", "model_card"],
+                                "properties": {
+                                    "checkpoint": {"type": "integer"},
+                                    "model_card": {
+                                        "type": "string",
+                                        "description": "Markdown with YAML front matter: "
+                                        "training_method, steps, gpu_hours, hardware, datasets",
+                                    },
+                                },
+                            }
+                        }
+                    },
+                },
+                "responses": {
+                    "200": _reply("the nomination", {"type": "object"}),
+                    **_ERRORS,
+                    "409": _reply("the phase is frozen", _ERROR),
+                },
+            },
+        },
         "/jobs/{job_id}/cancel": {
             "post": {
                 "operationId": "jobs_cancel",

@@ -143,3 +143,26 @@ class Checkpoint(models.Model):
 
     def __str__(self) -> str:
         return f"{self.agent} checkpoint {self.pk}: {self.path}"
+
+
+class Nomination(models.Model):
+    """The checkpoint an agent puts forward in a phase: one per agent and phase, changeable
+    until the phase freezes. The model card is kept as written, for the audit."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="nominations")
+    phase = models.ForeignKey(
+        "competition.Phase", on_delete=models.PROTECT, related_name="nominations"
+    )
+    checkpoint = models.ForeignKey(Checkpoint, on_delete=models.PROTECT, related_name="nominations")
+    model_card = models.TextField()
+    card_fields = models.JSONField(help_text="the card's YAML front matter, parsed")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["agent", "phase"], name="one_nomination_per_phase")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.agent} in {self.phase}: checkpoint {self.checkpoint_id}"

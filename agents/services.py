@@ -10,14 +10,17 @@ from dataclasses import dataclass
 from decimal import ROUND_UP, Decimal
 from pathlib import Path
 
+import yaml
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
 from agents.checkpoints import CheckpointInvalid, inspect_checkpoint
-from agents.models import Agent, AgentToken, Checkpoint, DataRecord, ProxyCall, Upstream
+from agents.models import Agent, AgentToken, Checkpoint, DataRecord, Nomination, ProxyCall, Upstream
 from agents.sandboxes import UnixSandboxes
+from arena.competition.models import Phase
+from arena.competition.selectors import phase_current
 from cluster.backends.base import AccountLimits, ClusterBackend
 from cluster.models import ClusterAccount, Job
 from cluster.services import account_close, account_ensure, cluster_sync
@@ -286,3 +289,60 @@ def checkpoint_register(
         )  # fmt: skip
         checkpoint.data_records.set(records)
     return checkpoint
+
+
+MODEL_CARD_FIELDS = {
+    "training_method": str,
+    "steps": int,
+    "gpu_hours": (int, float),
+    "hardware": str,
+    "datasets": list,
+}
+
+
+def parse_model_card(card: str) -> dict[str, object]:
+    """The YAML front matter of a model card, checked for the fields the audit compares with
+    the run logs: training_method, steps, gpu_hours, hardware, datasets."""
+    if not card.startswith("---\n") or "\n---" not in card[4:]:
+        raise RegistrationRefused(
+            "the model card must start with YAML front matter between '---' lines"
+        )
+    front = card[4:].split("\n---", 1)[0]
+    try:
+        fields = yaml.safe_load(front)
+    except yaml.YAMLError as exc:
+        raise RegistrationRefused(
+            f"the model card's front matter is not valid YAML: {exc}"
+        ) from None
+    if not isinstance(fields, dict):
+        raise RegistrationRefused("the model card's front matter must be a mapping of fields")
+    for name, kind in MODEL_CARD_FIELDS.items():
+        if name not in fields:
+            raise RegistrationRefused(f"the model card lacks '{name}'")
+        if not isinstance(fields[name], kind) or isinstance(fields[name], bool):
+            raise RegistrationRefused(f"the model card's '{name}' has the wrong type")
+    return {k: v for k, v in fields.items() if isinstance(k, str)}
+
+
+def nomination_set(*, agent: Agent, checkpoint_id: int, model_card: str) -> Nomination:
+    """Nominate (or change the nomination of) a checkpoint for the current phase. The phase
+    row is locked, so a freeze that commits first wins and a nomination after it is refused."""
+    fields = parse_model_card(model_card)
+    current = phase_current()
+    if current is None:
+        raise RegistrationRefused("no phase is open for nominations")
+    with transaction.atomic():
+        phase = Phase.objects.select_for_update().get(pk=current.pk)
+        if not phase.accepts_nominations:
+            raise RegistrationRefused(
+                f"nominations for {phase.label} are closed: the phase is {phase.state}"
+            )
+        checkpoint = Checkpoint.objects.filter(agent=agent, pk=checkpoint_id).first()
+        if checkpoint is None:
+            raise RegistrationRefused(f"checkpoint {checkpoint_id} is not one of yours")
+        nomination, _ = Nomination.objects.update_or_create(
+            agent=agent,
+            phase=phase,
+            defaults={"checkpoint": checkpoint, "model_card": model_card, "card_fields": fields},
+        )
+    return nomination

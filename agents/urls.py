@@ -12,4 +12,5 @@ urlpatterns = [
     path("api/v1/jobs/<str:job_id>/cancel", api.job_cancel_view, name="api-job-cancel"),
     path("api/v1/data", api.data, name="api-data"),
     path("api/v1/checkpoints", api.checkpoints, name="api-checkpoints"),
+    path("api/v1/nomination", api.nomination, name="api-nomination"),
 ]

@@ -50,6 +50,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
+    "arena.competition",
     "arena.serving",
     "arena.battles",
     "arena.leaderboard",

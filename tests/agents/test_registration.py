@@ -6,13 +6,16 @@ import hashlib
 import json
 import shutil
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from django.utils import timezone
 
 from agents.models import Checkpoint, DataRecord
 from agents.sandboxes import UnixSandboxes
 from agents.services import agent_deprovision, agent_provision
+from arena.competition.models import Competition, Phase
 from tests.agents.test_api_and_cli import cli
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -31,6 +34,15 @@ def agents(arena, slurm, settings, tiny_models):
     yield made
     for done in made:
         agent_deprovision(name=done.agent.name, sandboxes=sandboxes, backend=slurm)
+
+
+def running_phase() -> Phase:
+    competition = Competition.objects.create(name="registration", base_model="/models/base")
+    now = timezone.now()
+    return Phase.objects.create(
+        competition=competition, number=1, label="phase-1", state=Phase.State.RUNNING,
+        starts_at=now - timedelta(hours=1), ends_at=now + timedelta(days=6),
+    )  # fmt: skip
 
 
 def give(agent, source: Path, name: str) -> Path:

@@ -1,0 +1,66 @@
+"""The competition's calendar and rules: read by every app, so it depends on none of them.
+(The phase *engine*, which moves phases along and calls into the apps, sits on top.)"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.db import models
+
+
+class Competition(models.Model):
+    name = models.CharField(max_length=100, unique=True)
+    base_model = models.CharField(
+        max_length=1000, help_text="checkpoint path or hub id of the base model"
+    )
+    instruct_model = models.CharField(
+        max_length=1000, blank=True, help_text="the instruct reference"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Phase(models.Model):
+    class State(models.TextChoices):
+        SCHEDULED = "scheduled"
+        RUNNING = "running"  # agents train; nominations may change
+        FROZEN = "frozen"  # nominations are final
+        SERVING = "serving"  # nominated models are in the arena
+        CLOSED = "closed"
+
+    class Feedback(models.TextChoices):
+        NONE = "none", "no votes"
+        OWN_BATTLES = "own_battles", "the battles of the agent's own model, and the leaderboard"
+
+    competition = models.ForeignKey(Competition, on_delete=models.CASCADE, related_name="phases")
+    number = models.PositiveSmallIntegerField()
+    label = models.SlugField(max_length=64, help_text="the budget period name, e.g. phase-1")
+    state = models.CharField(max_length=16, choices=State.choices, default=State.SCHEDULED)
+    starts_at = models.DateTimeField()
+    ends_at = models.DateTimeField()
+    feedback = models.CharField(max_length=16, choices=Feedback.choices, default=Feedback.NONE)
+    # Per-agent budgets in this phase (the study's defaults).
+    gpu_hours = models.DecimalField(max_digits=10, decimal_places=2, default=Decimal("1000"))
+    max_gpus = models.PositiveIntegerField(default=8)
+    max_preemptible_gpus = models.PositiveIntegerField(default=8)
+    max_job_hours = models.PositiveIntegerField(default=24)
+    storage_gib = models.PositiveIntegerField(default=400)
+    api_credit_usd = models.DecimalField(max_digits=10, decimal_places=2, default=Decimal("300"))
+
+    class Meta:
+        ordering = ["competition", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["competition", "number"], name="one_phase_per_number"),
+            models.CheckConstraint(
+                condition=models.Q(ends_at__gt=models.F("starts_at")), name="phase_ends_after_start"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.competition} {self.label} ({self.state})"
+
+    @property
+    def accepts_nominations(self) -> bool:
+        return self.state in {self.State.SCHEDULED, self.State.RUNNING}
