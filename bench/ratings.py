@@ -40,7 +40,10 @@ from arena.rating.synthetic import synthetic_battles  # noqa: E402
 
 def make_data(args: argparse.Namespace):
     return synthetic_battles(
-        n_battles=args.battles, n_models=args.models, seed=args.seed, verbose_models=args.models // 10
+        n_battles=args.battles,
+        n_models=args.models,
+        seed=args.seed,
+        verbose_models=args.models // 10,
     )
 
 
@@ -78,13 +81,17 @@ def run_reference(args: argparse.Namespace) -> dict[str, Any]:
     rows = np.concatenate([np.arange(n), np.arange(n)])
     cols = np.concatenate([battles.a, battles.b])
     values = np.concatenate([np.full(n, LN10), np.full(n, -LN10)])
-    X = sp.hstack([sp.csr_matrix((values, (rows, cols)), shape=(n, m)), sp.csr_matrix(design.features)]).tocsr()
+    X = sp.hstack(
+        [sp.csr_matrix((values, (rows, cols)), shape=(n, m)), sp.csr_matrix(design.features)]
+    ).tocsr()
     y, l2 = battles.outcome, design.l2
 
     def fit(X_: sp.csr_matrix, y_: np.ndarray) -> np.ndarray:
         def value_and_gradient(theta: np.ndarray) -> tuple[float, np.ndarray]:
             eta = X_ @ theta
-            value = float(np.sum(np.logaddexp(0.0, eta) - y_ * eta)) + 0.5 * l2 * float(theta @ theta)
+            value = float(np.sum(np.logaddexp(0.0, eta) - y_ * eta)) + 0.5 * l2 * float(
+                theta @ theta
+            )
             return value, X_.T @ (expit(eta) - y_) + l2 * theta
 
         result = minimize(
@@ -100,7 +107,13 @@ def run_reference(args: argparse.Namespace) -> dict[str, Any]:
         index = rng.integers(0, n, size=n)
         rounds[i] = fit(X[index], y[index])
     low, high = np.quantile(rounds, [0.025, 0.975], axis=0)
-    return {"boot_s": time.perf_counter() - started, "score": point, "low": low, "high": high, "peak_mb": _peak_mb()}
+    return {
+        "boot_s": time.perf_counter() - started,
+        "score": point,
+        "low": low,
+        "high": high,
+        "peak_mb": _peak_mb(),
+    }
 
 
 def _peak_mb() -> float:
@@ -113,33 +126,52 @@ def in_own_process(function, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--battles", type=int, default=1_000_000)
     parser.add_argument("--models", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 
-    print(f"{args.battles:,} battles, {args.models} models, {args.rounds} bootstrap rounds, seed {args.seed}")
+    print(
+        f"{args.battles:,} battles, {args.models} models, {args.rounds} bootstrap rounds, seed {args.seed}"
+    )
     print("ours: Newton + chord bootstrap ...", flush=True)
     ours = in_own_process(run_ours, args)
-    print(f"  bootstrap fit {ours['boot_s']:.1f} s, sandwich fit {ours['sandwich_s']:.1f} s, peak {ours['peak_mb']:.0f} MB")
+    print(
+        f"  bootstrap fit {ours['boot_s']:.1f} s, sandwich fit {ours['sandwich_s']:.1f} s, peak {ours['peak_mb']:.0f} MB"
+    )
     print("reference: L-BFGS-B, one fit per round ...", flush=True)
     reference = in_own_process(run_reference, args)
     print(f"  bootstrap fit {reference['boot_s']:.1f} s, peak {reference['peak_mb']:.0f} MB")
 
     score_diff = float(np.max(np.abs(ours["score"] - reference["score"])))
-    bound_diff = float(max(np.max(np.abs(ours["low"] - reference["low"])), np.max(np.abs(ours["high"] - reference["high"]))))
+    bound_diff = float(
+        max(
+            np.max(np.abs(ours["low"] - reference["low"])),
+            np.max(np.abs(ours["high"] - reference["high"])),
+        )
+    )
     ours_total = ours["boot_s"] + ours["sandwich_s"]
     truth_error = float(np.max(np.abs(ours["score"] - ours["truth"])))
     print()
     print(f"max |score difference| (point)        {score_diff:.4f} points   (target < 1)")
     print(f"max |interval bound difference|       {bound_diff:.4f} points")
     print(f"max |score - true score| (ours)       {truth_error:.2f} points")
-    print(f"wall time: ours {ours['boot_s']:.1f} s bootstrap + {ours['sandwich_s']:.1f} s sandwich, reference {reference['boot_s']:.1f} s")
-    print(f"speed ratio (reference / ours, bootstrap only)      {reference['boot_s'] / ours['boot_s']:.1f}x")
-    print(f"speed ratio (reference / ours, bootstrap+sandwich)  {reference['boot_s'] / ours_total:.1f}x   (target >= 10)")
-    print(f"peak memory: ours {ours['peak_mb']:.0f} MB, reference {reference['peak_mb']:.0f} MB   (target < 4096)")
+    print(
+        f"wall time: ours {ours['boot_s']:.1f} s bootstrap + {ours['sandwich_s']:.1f} s sandwich, reference {reference['boot_s']:.1f} s"
+    )
+    print(
+        f"speed ratio (reference / ours, bootstrap only)      {reference['boot_s'] / ours['boot_s']:.1f}x"
+    )
+    print(
+        f"speed ratio (reference / ours, bootstrap+sandwich)  {reference['boot_s'] / ours_total:.1f}x   (target >= 10)"
+    )
+    print(
+        f"peak memory: ours {ours['peak_mb']:.0f} MB, reference {reference['peak_mb']:.0f} MB   (target < 4096)"
+    )
 
 
 if __name__ == "__main__":

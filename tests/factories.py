@@ -85,3 +85,15 @@ def round_robin_votes(names: tuple[str, ...], n: int, choose) -> list[Contestant
         battle = complete_battle(a=a, b=b)
         vote_record(battle_id=battle.pk, choice=choose(i), voter_key=voter_key(), ip_hash="ip")
     return players
+
+
+def running_phase(name: str = "test", label: str = "phase-1"):
+    """A competition whose first phase is running (agents train and may nominate)."""
+    from arena.competition.models import Competition, Phase
+
+    competition = Competition.objects.create(name=name, base_model="/models/base")
+    now = timezone.now()
+    return Phase.objects.create(
+        competition=competition, number=1, label=label, state=Phase.State.RUNNING,
+        starts_at=now - timedelta(hours=1), ends_at=now + timedelta(days=6),
+    )  # fmt: skip

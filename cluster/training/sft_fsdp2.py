@@ -19,12 +19,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import random
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -36,6 +35,8 @@ import torch.nn.functional as F
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
+
+from infra.tiny_models.training import warmup_cosine
 
 IGNORE = -100
 END_OF_TURN = "<|im_end|>"
@@ -220,18 +221,6 @@ def batches(
 # --- training --------------------------------------------------------------------------------
 
 
-def lr_lambda(warmup: int, total: int) -> Callable[[int], float]:
-    """Linear warmup, then cosine decay to 10 %."""
-
-    def f(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / warmup
-        progress = (step - warmup) / max(1, total - warmup)
-        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress))
-
-    return f
-
-
 def shard_model(model: torch.nn.Module, d: Dist) -> int:
     """FSDP2: each decoder layer is its own unit, then the root (embeddings, norm, head)."""
     mesh = init_device_mesh(d.device.type, (d.world_size,))
@@ -304,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
         model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=args.weight_decay
     )
     sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lr_lambda(min(args.warmup_steps, args.steps), args.steps)
+        opt, warmup_cosine(min(args.warmup_steps, args.steps), args.steps)
     )
     data = batches(examples, args.batch_size, pad_id, seed=args.seed * 1000 + d.rank)
     losses: list[float] = []

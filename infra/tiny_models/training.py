@@ -77,7 +77,7 @@ def new_model(cfg: KitConfig, tokenizer: PreTrainedTokenizerFast) -> LlamaForCau
     return model
 
 
-def _lr_lambda(warmup: int, total: int) -> Callable[[int], float]:
+def warmup_cosine(warmup: int, total: int) -> Callable[[int], float]:
     """Linear warmup, then cosine decay to 10 %."""
 
     def f(step: int) -> float:
@@ -102,7 +102,9 @@ def _train(
 ) -> TrainResult:
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=weight_decay)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, _lr_lambda(min(cfg.warmup_steps, steps), steps))
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, warmup_cosine(min(cfg.warmup_steps, steps), steps)
+    )
     losses: list[float] = []
     start = time.perf_counter()
     for step in range(1, steps + 1):

@@ -1,13 +1,12 @@
-from datetime import timedelta
 from decimal import Decimal
 
 import pytest
-from django.utils import timezone
 
 from agents.models import Agent, Checkpoint, Nomination
 from agents.services import RegistrationRefused, nomination_set, parse_model_card
-from arena.competition.models import Competition, Phase
+from arena.competition.models import Phase
 from cluster.models import ClusterAccount, Job
+from tests import factories
 
 pytestmark = pytest.mark.django_db
 
@@ -42,12 +41,7 @@ def make_agent(name):
 
 @pytest.fixture
 def phase():
-    competition = Competition.objects.create(name="test", base_model="/models/base")
-    now = timezone.now()
-    return Phase.objects.create(
-        competition=competition, number=1, label="phase-1", state=Phase.State.RUNNING,
-        starts_at=now - timedelta(days=1), ends_at=now + timedelta(days=5),
-    )  # fmt: skip
+    return factories.running_phase()
 
 
 def test_an_agent_nominates_and_may_change_its_mind_until_the_freeze(phase):

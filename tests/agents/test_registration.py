@@ -6,17 +6,16 @@ import hashlib
 import json
 import shutil
 import time
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from django.utils import timezone
 
 from agents.models import Checkpoint, DataRecord
 from agents.sandboxes import UnixSandboxes
 from agents.services import agent_deprovision, agent_provision
-from arena.competition.models import Competition, Phase
+from tests import factories
 from tests.agents.test_api_and_cli import cli
+from tests.agents.test_nominations import CARD
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -36,15 +35,6 @@ def agents(arena, slurm, settings, tiny_models):
         agent_deprovision(name=done.agent.name, sandboxes=sandboxes, backend=slurm)
 
 
-def running_phase() -> Phase:
-    competition = Competition.objects.create(name="registration", base_model="/models/base")
-    now = timezone.now()
-    return Phase.objects.create(
-        competition=competition, number=1, label="phase-1", state=Phase.State.RUNNING,
-        starts_at=now - timedelta(hours=1), ends_at=now + timedelta(days=6),
-    )  # fmt: skip
-
-
 def give(agent, source: Path, name: str) -> Path:
     """Copy files into the agent's sandbox, owned by the agent, as its own job would write them."""
     target = Path(agent.agent.sandbox) / name
@@ -54,6 +44,13 @@ def give(agent, source: Path, name: str) -> Path:
         shutil.copy(source, target)
     for path in [target, *target.rglob("*")]:
         shutil.chown(path, user=agent.agent.unix_user, group=agent.agent.unix_user)
+    return target
+
+
+def give_text(agent, name: str, text: str) -> Path:
+    target = Path(agent.agent.sandbox) / name
+    target.write_text(text)
+    shutil.chown(target, user=agent.agent.unix_user, group=agent.agent.unix_user)
     return target
 
 
@@ -112,6 +109,13 @@ def test_data_and_a_checkpoint_are_registered_with_their_lineage(agents, tiny_mo
     assert listed[0]["end_of_turn_token"] == "<|im_end|>" and listed[0]["data_records"] == [
         record["id"]
     ]
+
+    factories.running_phase(name="registration")
+    card = give_text(ann, "card.md", CARD)
+    nominated = cli(ann, "nominate", str(second["id"]), "--card", card.name)
+    assert nominated.returncode == 0, nominated.stderr
+    chosen = json.loads(cli(ann, "nominations", "--json").stdout)["nominations"]
+    assert [(n["phase"], n["checkpoint"]) for n in chosen] == [("phase-1", second["id"])]
 
 
 def test_bad_registrations_are_refused_and_leave_nothing(agents, tiny_models):
