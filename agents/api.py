@@ -70,10 +70,9 @@ def jobs(request: HttpRequest, agent: Agent) -> JsonResponse:
         return JsonResponse(
             {"jobs": [job_json(j) for j in account.jobs.order_by("-submitted_at")[:200]]}
         )
-    try:
-        body = json.loads(request.body or b"{}")
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return error(400, "the request body is not valid JSON", "bad_json")
+    body = _json(request)
+    if isinstance(body, JsonResponse):
+        return body
     parsed = _job_request(body, Path(agent.sandbox))
     if isinstance(parsed, JsonResponse):
         return parsed

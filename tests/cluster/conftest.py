@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster.backends.base import AccountLimits
+from cluster.backends.base import AccountLimits, ClusterBackend
 from cluster.backends.slurm import SlurmBackend
 from cluster.models import ClusterAccount, Job
 from cluster.services import account_ensure, cluster_sync
@@ -81,13 +81,19 @@ def _reset(account: str) -> None:
 
 
 def wait_for_state(
-    job: Job, states: set[str], *, timeout_s: float = 120, slurm: SlurmBackend
+    job: Job,
+    states: set[str],
+    *,
+    backend: ClusterBackend,
+    timeout_s: float = 120,
+    poll_s: float = 0.2,
 ) -> Job:
+    """Sync the backend's accounting until the job reaches one of `states`."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        cluster_sync(backend=slurm)
+        cluster_sync(backend=backend)
         job.refresh_from_db()
         if job.state in states:
             return job
-        time.sleep(0.5)
+        time.sleep(poll_s)
     raise AssertionError(f"job {job.scheduler_id} stayed {job.state} ({job.reason})")

@@ -1,13 +1,11 @@
 """Python callables as jobs: submitit on the real Slurm cluster, a pickled call locally."""
 
-import time
-
 import pytest
 
 from cluster.backends.base import AccountLimits, JobRequest
 from cluster.backends.local import LocalBackend
 from cluster.selectors import job_result
-from cluster.services import account_ensure, cluster_sync, job_submit_callable
+from cluster.services import account_ensure, job_submit_callable
 from tests.cluster.conftest import wait_for_state
 
 LIMITS = AccountLimits(gpu_hours=10, max_gpus=8, max_preemptible_gpus=8, max_job_hours=24)
@@ -49,12 +47,7 @@ def test_a_callable_runs_as_a_local_job_and_returns_its_value(tmp_path):
         args=(21,),
         backend=backend,
     )
-    deadline = time.monotonic() + 60
-    while job.state != "COMPLETED":
-        assert time.monotonic() < deadline, job.state
-        time.sleep(0.2)
-        cluster_sync(backend=backend)
-        job.refresh_from_db()
+    wait_for_state(job, {"COMPLETED"}, backend=backend, timeout_s=60)
     assert job_result(job, backend=backend) == {
         "double": 42,
         "gpus": "0,1",
@@ -83,7 +76,7 @@ def test_a_callable_runs_on_slurm_through_submitit(make_agent, slurm, tmp_path):
         args=(21,),
         backend=slurm,
     )
-    wait_for_state(job, {"COMPLETED"}, slurm=slurm)
+    wait_for_state(job, {"COMPLETED"}, backend=slurm)
     result = job_result(job, backend=slurm)
     assert result["double"] == 42 and result["greeting"] == "hello world"
     assert len(result["gpus"].split(",")) == 2

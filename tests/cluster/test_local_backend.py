@@ -1,6 +1,5 @@
 """The local backend: real processes, the same rules as the Slurm setup, through the services."""
 
-import time
 from pathlib import Path
 
 import pytest
@@ -10,6 +9,7 @@ from cluster.backends.local import LocalBackend
 from cluster.models import Job
 from cluster.selectors import gpu_seconds_charged
 from cluster.services import account_ensure, cluster_sync, job_cancel, job_submit, storage_measure
+from tests.cluster.conftest import wait_for_state
 
 pytestmark = pytest.mark.django_db
 
@@ -45,24 +45,13 @@ def request_for(
                       preemptible=preemptible, workdir=workdir)  # fmt: skip
 
 
-def wait_for(backend, job, states, timeout=20):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        cluster_sync(backend=backend)
-        job.refresh_from_db()
-        if job.state in states:
-            return job
-        time.sleep(0.2)
-    raise AssertionError(f"job stayed {job.state}")
-
-
 def test_a_job_runs_with_its_gpus_and_is_charged_once(backend, account, tmp_path):
     job = job_submit(
         account=account,
         request=request_for(tmp_path, script="sleep 1; echo gpus=$CUDA_VISIBLE_DEVICES", gpus=2),
         backend=backend,
     )
-    wait_for(backend, job, {"COMPLETED"})
+    wait_for_state(job, {"COMPLETED"}, backend=backend, timeout_s=20)
     assert "gpus=0,1" in Path(job.stdout_path).read_text()
     cluster_sync(backend=backend)  # a second sync charges nothing more
     assert job.segments.count() == 1
@@ -95,7 +84,7 @@ def test_a_ninth_gpu_waits_and_the_preemptible_qos_gives_eight_more(backend, acc
     assert "maximum number of GPUs at once" in ninth.reason
     job_cancel(job=running, backend=backend)
     job_cancel(job=extra, backend=backend)
-    wait_for(backend, ninth, {"COMPLETED"})
+    wait_for_state(ninth, {"COMPLETED"}, backend=backend, timeout_s=20)
 
 
 def test_a_job_that_could_overrun_the_budget_is_refused_and_says_why(backend, account, tmp_path):
@@ -138,9 +127,9 @@ def test_a_running_job_can_be_cancelled(backend, account, tmp_path):
         request=request_for(tmp_path, script="sleep 300", minutes=1),
         backend=backend,
     )
-    wait_for(backend, job, {"RUNNING"})
+    wait_for_state(job, {"RUNNING"}, backend=backend, timeout_s=20)
     job_cancel(job=job, backend=backend)
-    wait_for(backend, job, {"CANCELLED"})
+    wait_for_state(job, {"CANCELLED"}, backend=backend, timeout_s=20)
 
 
 def test_over_the_storage_quota_jobs_are_refused_until_usage_falls(backend, account, tmp_path):

@@ -51,7 +51,7 @@ def test_a_job_that_would_overrun_the_gpu_hour_budget_does_not_run_and_says_why(
     small = job_submit(
         account=agent.account, request=request(agent, gpus=1, minutes=2), backend=slurm
     )
-    wait_for_state(small, {"COMPLETED"}, slurm=slurm)  # what fits the budget still runs
+    wait_for_state(small, {"COMPLETED"}, backend=slurm)  # what fits the budget still runs
 
 
 def test_a_ninth_normal_gpu_does_not_run_and_the_preemptible_qos_gives_eight_more(
@@ -63,7 +63,7 @@ def test_a_ninth_normal_gpu_does_not_run_and_the_preemptible_qos_gives_eight_mor
         request=request(agent, gpus=8, script="sleep 120", name="eight"),
         backend=slurm,
     )
-    wait_for_state(first, {"RUNNING"}, slurm=slurm)
+    wait_for_state(first, {"RUNNING"}, backend=slurm)
     ninth = job_submit(
         account=agent.account, request=request(agent, gpus=1, name="ninth"), backend=slurm
     )
@@ -72,7 +72,7 @@ def test_a_ninth_normal_gpu_does_not_run_and_the_preemptible_qos_gives_eight_mor
         request=request(agent, gpus=8, script="sleep 120", preemptible=True, name="extra"),
         backend=slurm,
     )
-    wait_for_state(extra, {"RUNNING"}, slurm=slurm)
+    wait_for_state(extra, {"RUNNING"}, backend=slurm)
     cluster_sync(backend=slurm)
     ninth.refresh_from_db()
     assert ninth.state == "PENDING"
@@ -170,7 +170,7 @@ def test_after_sync_platform_gpu_hours_equal_slurms_for_every_agent(make_agent, 
         two, f"--account={two.account.name}", "--gres=gpu:1", "-t", "2", script="sleep 65"
     ).stdout.strip()
     for job in jobs:
-        wait_for_state(job, {"COMPLETED"}, slurm=slurm, timeout_s=180)
+        wait_for_state(job, {"COMPLETED"}, backend=slurm, timeout_s=180)
     _wait_job(by_hand_id, {"COMPLETED"}, slurm, timeout_s=180)
     time.sleep(2)  # Slurm books usage when the job's end is processed
     cluster_sync(backend=slurm)
