@@ -56,6 +56,9 @@ INSTALLED_APPS = [
     "arena.leaderboard",
     "cluster",
     "agents",
+    "evalsuite",
+    "safety",
+    "arena.phases",
     "frontend",
 ]
 

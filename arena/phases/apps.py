@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class PhasesConfig(AppConfig):
+    name = "arena.phases"
+    label = "phases"
+    verbose_name = "Phase engine"
