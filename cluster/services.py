@@ -8,7 +8,7 @@ import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -253,15 +253,20 @@ def cluster_sync(
         runs.setdefault(row.scheduler_id, []).append(row)
     new = charged_segments = charged_seconds = 0
     for scheduler_id, job_runs in runs.items():
+        latest = job_runs[-1]
+        if latest.state in Job.FINISHED and latest.ended_at is None:
+            # slurmdbd records a job's state and its times in separate messages: a job is
+            # finished here only once its accounting is whole, so it is never left unbooked.
+            continue
         account = accounts[job_runs[0].account]
         job, created = _job_for(backend.name, scheduler_id, account, job_runs[0])
         new += created
-        latest = job_runs[-1]
         _update_job(job, latest, job_runs)
         for run in job_runs:
-            if run.started_at is None or run.ended_at is None:
+            span = _run_span(run)
+            if span is None:
                 continue
-            seconds = _charge_segment(job, run)
+            seconds = _charge_segment(job, run, *span)
             if seconds is not None:
                 charged_segments += 1
                 charged_seconds += seconds
@@ -302,16 +307,33 @@ def _update_job(job: Job, latest: AccountingRow, runs: list[AccountingRow]) -> N
     )
 
 
-def _charge_segment(job: Job, run: AccountingRow) -> int | None:
+# States a run reaches only after it started: such a run is a segment even when accounting
+# lost its start time (a job that ran for less than a second).
+RAN = {"COMPLETED", "FAILED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED", "REQUEUED"}
+
+
+def _run_span(run: AccountingRow) -> tuple[datetime, datetime] | None:
+    """When a finished run started and ended; None while it runs, or if it never started."""
+    if run.ended_at is None:
+        return None
+    if run.started_at is not None:
+        return run.started_at, run.ended_at
+    if run.elapsed_seconds > 0 or run.state in RAN:
+        return run.ended_at - timedelta(seconds=run.elapsed_seconds), run.ended_at
+    return None  # cancelled while pending
+
+
+def _charge_segment(
+    job: Job, run: AccountingRow, started_at: datetime, ended_at: datetime
+) -> int | None:
     """Insert the segment and charge it, atomically; None if it was charged before."""
-    assert run.started_at is not None and run.ended_at is not None
     gpu_seconds = run.gpus * run.elapsed_seconds
     try:
         with transaction.atomic():
             JobSegment.objects.create(
                 job=job,
-                started_at=run.started_at,
-                ended_at=run.ended_at,
+                started_at=started_at,
+                ended_at=ended_at,
                 state=run.state,
                 gpus=run.gpus,
                 elapsed_seconds=run.elapsed_seconds,

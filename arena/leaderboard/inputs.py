@@ -33,12 +33,14 @@ def battles_from_file(path: Path, *, style: bool) -> Battles:
     return battles_from_records(read_battle_export(path, require_style=style), style=style)
 
 
-def counted_battles() -> tuple[Battles | None, datetime | None]:
-    """Every counted vote as a battle, and the newest vote's time (None: no votes yet)."""
-    votes = (
-        Vote.objects.filter(counted=True)
-        .order_by("created_at", "battle_id")
-        .values_list("choice", "created_at", "battle_id")
+def counted_battles(*, phase: str | None = None) -> tuple[Battles | None, datetime | None]:
+    """Every counted vote (of one phase's battles, if given) as a battle, and the newest vote's
+    time (None: no votes yet)."""
+    votes = Vote.objects.filter(counted=True)
+    if phase is not None:
+        votes = votes.filter(battle__phase=phase)
+    votes = votes.order_by("created_at", "battle_id").values_list(
+        "choice", "created_at", "battle_id"
     )
     rows = list(votes)
     if not rows:

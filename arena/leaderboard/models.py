@@ -9,10 +9,13 @@ class RatingSnapshot(models.Model):
     class Source(models.TextChoices):
         LIVE = "live"  # refitted after votes, sandwich intervals
         COMMAND = "command"  # `manage.py ratings`
+        PHASE = "phase"  # one phase's votes, fitted when the phase closes or is asked for
 
     source = models.CharField(max_length=16, choices=Source.choices)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     n_battles = models.PositiveIntegerField()
+    # The phase whose battles were fitted; blank: every counted vote.
+    phase = models.CharField(max_length=50, blank=True, db_index=True)
     # The newest counted vote included: a live snapshot is stale once a newer vote exists.
     last_vote_at = models.DateTimeField(null=True, blank=True)
     ci_method = models.CharField(max_length=16, blank=True)

@@ -76,6 +76,7 @@ def snapshot_fit(
     seed: int = 0,
     last_vote_at: Any = None,
     warm_start: dict[str, Any] | None = None,
+    phase: str = "",
 ) -> tuple[RatingSnapshot, RatingResult | None, RatingResult]:
     """Fit style-controlled (when asked) and raw ratings and save them as one snapshot."""
     warm = warm_start if warm_start and warm_start.get("models") == battles.models else {}
@@ -90,6 +91,7 @@ def snapshot_fit(
     raw = fit_ratings(battles.without_style(), style=False, warm_start=start("raw"), **options)
     snapshot = RatingSnapshot.objects.create(
         source=source,
+        phase=phase,
         n_battles=battles.n_battles,
         last_vote_at=last_vote_at,
         ci_method=ci,
@@ -175,6 +177,26 @@ def leaderboard_refresh(*, holder: str) -> RatingSnapshot | None:
         return snapshot
     finally:
         RefitLease.objects.filter(id=1, holder=holder).update(held_until=None)
+
+
+def phase_leaderboard_fit(
+    *, phase: str, bootstrap_rounds: int = 200, seed: int = 0
+) -> RatingSnapshot | None:
+    """Fit one phase's counted votes with bootstrap intervals and save the snapshot (None: the
+    phase has no counted votes yet). What organizers publish and agents receive as feedback."""
+    battles, last_vote_at = counted_battles(phase=phase)
+    if battles is None:
+        return None
+    snapshot, _, _ = snapshot_fit(
+        battles,
+        source=RatingSnapshot.Source.PHASE,
+        ci="bootstrap",
+        bootstrap_rounds=bootstrap_rounds,
+        seed=seed,
+        last_vote_at=last_vote_at,
+        phase=phase,
+    )
+    return snapshot
 
 
 def _push(payload: dict[str, Any]) -> None:
