@@ -27,6 +27,7 @@ import json
 import os
 import sys
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -103,6 +104,19 @@ def show_job(job: dict[str, Any]) -> str:
     )
 
 
+def show_leaderboard(board: dict[str, Any], *, raw: bool) -> str:
+    table = board["raw"] if raw or not board.get("style_controlled") else board["style_controlled"]
+    kind = "raw" if table is board["raw"] else "style-controlled"
+    lines = [f"{board['phase']} leaderboard ({kind}, {board['n_battles']} battles)"]
+    for row in table["scores"]:
+        mark = "  <- you" if row["model"] == board.get("own_model") else ""
+        lines.append(
+            f"{row['rank']:>3}. {row['model'][:32]:<32} {row['score']:7.1f}"
+            f"  [{row['ci_low']:7.1f}, {row['ci_high']:7.1f}]  {row['n_battles']:>5} battles{mark}"
+        )
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="arena-agent", description="The RSI Arena agent CLI.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -164,6 +178,20 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("nominations", help="your nominations").add_argument(
         "--json", action="store_true"
     )
+    votes = commands.add_parser("votes", help="the votes on your model").add_subparsers(
+        dest="action", required=True
+    )
+    votes_export = votes.add_parser(
+        "export", help="your model's battles as JSONL (Chatbot Arena clean-battle format)"
+    )
+    votes_export.add_argument("--phase", help="the phase (default: the latest you were given)")
+    votes_export.add_argument(
+        "--output", "-o", type=Path, help="write here instead of standard output"
+    )
+    standings = commands.add_parser("leaderboard", help="the leaderboard you were given")
+    standings.add_argument("--phase", help="the phase (default: the latest you were given)")
+    standings.add_argument("--raw", action="store_true", help="without style control")
+    standings.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
 
     try:
@@ -231,6 +259,23 @@ def main(argv: list[str] | None = None) -> int:
                 for n in result["nominations"]
             ]
             print(json.dumps(result) if args.json else "\n".join(lines) or "no nominations")
+        elif args.command == "votes":
+            query = f"?phase={urllib.parse.quote(args.phase)}" if args.phase else ""
+            result = call("GET", f"/votes{query}")
+            lines = "".join(json.dumps(row, sort_keys=True) + "\n" for row in result["battles"])
+            if args.output is None:
+                sys.stdout.write(lines)
+            else:
+                args.output.write_text(lines)
+                print(
+                    f"{len(result['battles'])} battles of {result['own_model']} in"
+                    f" {result['phase']} written to {args.output}",
+                    file=sys.stderr,
+                )
+        elif args.command == "leaderboard":
+            query = f"?phase={urllib.parse.quote(args.phase)}" if args.phase else ""
+            result = call("GET", f"/leaderboard{query}")
+            print(json.dumps(result) if args.json else show_leaderboard(result, raw=args.raw))
         elif args.action == "register":
             result = call("POST", "/checkpoints", {
                 "path": args.path, "job": args.job, "data_records": args.data, "parent": args.parent,

@@ -17,6 +17,14 @@ _ERRORS = {
     "401": _reply("missing or invalid API token", _ERROR),
 }
 
+_PHASE_PARAMETER = {
+    "name": "phase",
+    "in": "query",
+    "required": False,
+    "description": "a phase label, e.g. phase-1 (default: the latest one you were given)",
+    "schema": {"type": "string"},
+}
+
 OPENAPI: dict[str, Any] = {
     "openapi": "3.1.0",
     "info": {
@@ -267,6 +275,39 @@ OPENAPI: dict[str, Any] = {
                     "200": _reply("the nomination", {"type": "object"}),
                     **_ERRORS,
                     "409": _reply("the phase is frozen", _ERROR),
+                },
+            },
+        },
+        "/votes": {
+            "get": {
+                "operationId": "votes_export",
+                "summary": "the counted battles of your own model in a phase, with prompts and "
+                "both answers (Chatbot Arena clean-battle rows), once the feedback policy gives "
+                "them to you; 403 before",
+                "parameters": [_PHASE_PARAMETER],
+                "responses": {
+                    "200": _reply(
+                        "phase, own_model, battles (rows) and comparisons (per opponent)",
+                        {"type": "object"},
+                    ),
+                    **_ERRORS,
+                    "403": _reply("no feedback for you (yet)", _ERROR),
+                },
+            },
+        },
+        "/leaderboard": {
+            "get": {
+                "operationId": "leaderboard",
+                "summary": "a phase's leaderboard, style-controlled and raw, with intervals, once "
+                "the feedback policy gives it to you",
+                "parameters": [_PHASE_PARAMETER],
+                "responses": {
+                    "200": _reply(
+                        "the leaderboard tables and your model's name", {"type": "object"}
+                    ),
+                    **_ERRORS,
+                    "403": _reply("no feedback for you (yet)", _ERROR),
+                    "404": _reply("the phase has no counted votes", _ERROR),
                 },
             },
         },

@@ -333,9 +333,10 @@ def nomination_set(*, agent: Agent, checkpoint_id: int, model_card: str) -> Nomi
         raise RegistrationRefused("no phase is open for nominations")
     with transaction.atomic():
         phase = Phase.objects.select_for_update().get(pk=current.pk)
-        if not phase.accepts_nominations:
+        if not phase.accepts_nominations(timezone.now()):
             raise RegistrationRefused(
-                f"nominations for {phase.label} are closed: the phase is {phase.state}"
+                f"nominations for {phase.label} closed at {phase.ends_at:%Y-%m-%d %H:%M:%S} UTC"
+                f" (the phase is {phase.state})"
             )
         checkpoint = Checkpoint.objects.filter(agent=agent, pk=checkpoint_id).first()
         if checkpoint is None:

@@ -4,5 +4,6 @@ from django.urls import include, path
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("", include("agents.urls")),
+    path("", include("arena.phases.urls")),
     path("", include("frontend.urls")),
 ]

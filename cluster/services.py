@@ -53,6 +53,9 @@ def account_ensure(
         or min(limits.max_gpus, limits.max_preemptible_gpus, limits.max_job_hours) < 0
     ):
         raise ValueError("limits cannot be negative")
+    previous_period = (
+        ClusterAccount.objects.filter(name=name).values_list("period", flat=True).first()
+    )
     account, _ = ClusterAccount.objects.update_or_create(
         name=name,
         defaults={
@@ -68,6 +71,9 @@ def account_ensure(
     GpuLedger.objects.get_or_create(account=account, period=period)
     backend = backend or cluster_backend()
     backend.account_apply(account=name, unix_user=unix_user, limits=limits)
+    if previous_period is not None and previous_period != period:
+        # A new phase: its budget starts from zero in the scheduler as in the ledger.
+        backend.usage_reset(account=name)
     # The scheduler follows the platform's view, whatever it was left with before.
     backend.account_block(account=name, blocked=bool(account.submissions_blocked_reason))
     return account

@@ -9,7 +9,7 @@ any file in the format, naming the line of the first problem it finds.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,13 +51,20 @@ class BattleRecord:
     raw: dict[str, Any]
 
 
-def battle_export_rows() -> Iterator[dict[str, Any]]:
-    """Counted votes only, oldest first; voters appear as salted hashes."""
+def battle_export_rows(
+    *, phase: str | None = None, contestant_ids: Collection[int] | None = None
+) -> Iterator[dict[str, Any]]:
+    """Counted votes only, oldest first; voters appear as salted hashes. Optionally only one
+    phase's battles, and only battles in which one of `contestant_ids` answered."""
     from arena.battles.models import Vote
 
+    votes = Vote.objects.filter(counted=True)
+    if phase is not None:
+        votes = votes.filter(battle__phase=phase)
+    if contestant_ids is not None:
+        votes = votes.filter(battle__answers__contestant_id__in=list(contestant_ids)).distinct()
     votes = (
-        Vote.objects.filter(counted=True)
-        .select_related("battle")
+        votes.select_related("battle")
         .prefetch_related("battle__answers__contestant")
         .order_by("created_at", "battle_id")
     )
@@ -73,6 +80,7 @@ def battle_export_rows() -> Iterator[dict[str, Any]]:
             "tstamp": vote.created_at.timestamp(),
             "judge": vote.voter_key,
             "phase": battle.phase,
+            "targeted_round": battle.targeted_round_id,
             "language": "",
             "conv_metadata": {
                 "sum_user_tokens": count_tokens(battle.prompt),

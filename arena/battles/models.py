@@ -12,6 +12,46 @@ def new_battle_id() -> str:
     return secrets.token_urlsafe(16)
 
 
+class TargetedRound(models.Model):
+    """An organizer's order: N battles between a chosen pair, optionally on chosen prompts.
+
+    The arena serves open rounds before its random pairs. With chosen prompts, a round takes
+    the battles whose prompt is one of them (the arena suggests them first), so a voter never
+    sees answers to a prompt they did not send."""
+
+    contestant_a = models.ForeignKey(
+        "serving.Contestant", on_delete=models.PROTECT, related_name="+"
+    )
+    contestant_b = models.ForeignKey(
+        "serving.Contestant", on_delete=models.PROTECT, related_name="+"
+    )
+    battles_wanted = models.PositiveIntegerField()
+    battles_served = models.PositiveIntegerField(default=0)
+    prompts = models.JSONField(default=list, blank=True)
+    note = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(battles_served__lte=models.F("battles_wanted")),
+                name="round_serves_at_most_what_was_wanted",
+            ),
+            models.CheckConstraint(
+                condition=~models.Q(contestant_a=models.F("contestant_b")),
+                name="round_pairs_two_different_contestants",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"round {self.pk}: {self.contestant_a} vs {self.contestant_b}"
+
+    @property
+    def tag(self) -> str:
+        return f"targeted-round-{self.pk}"
+
+
 class Battle(models.Model):
     class State(models.TextChoices):
         CREATED = "created"
@@ -29,6 +69,9 @@ class Battle(models.Model):
     )
     ip_hash = models.CharField(max_length=64, db_index=True, help_text="salted hash of the IP")
     phase = models.CharField(max_length=50, blank=True)
+    targeted_round = models.ForeignKey(
+        TargetedRound, null=True, blank=True, on_delete=models.PROTECT, related_name="battles"
+    )
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     generation_started_at = models.DateTimeField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)

@@ -13,11 +13,13 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from arena.battles.identity import revealed_identity
-from arena.battles.models import Answer, Battle, SuggestedPrompt, Vote
+from arena.battles.models import Answer, Battle, SuggestedPrompt, TargetedRound, Vote
 from arena.battles.style import style_features
+from arena.competition.selectors import phase_in_arena
 from arena.serving.models import Contestant
 from arena.serving.selectors import contestant_identity_words, contestants_active
 
@@ -89,9 +91,23 @@ def battle_create(
             status=429,
             code="rate_limited",
         )
-    side_a, side_b = pick_contestants(contestants_active(), rng or random.SystemRandom())
+    rng = rng or random.SystemRandom()
+    phase = phase_in_arena()
     with transaction.atomic():
-        battle = Battle.objects.create(prompt=prompt, voter_key=voter_key, ip_hash=ip_hash)
+        targeted = targeted_round_claim(prompt=prompt)
+        if targeted is not None:
+            pair = [targeted.contestant_a, targeted.contestant_b]
+            rng.shuffle(pair)
+            side_a, side_b = pair
+        else:
+            side_a, side_b = pick_contestants(contestants_active(), rng)
+        battle = Battle.objects.create(
+            prompt=prompt,
+            voter_key=voter_key,
+            ip_hash=ip_hash,
+            phase=phase.label if phase is not None else "",
+            targeted_round=targeted,
+        )
         Answer.objects.bulk_create(
             [
                 Answer(battle=battle, side=Answer.Side.A, contestant=side_a),
@@ -99,6 +115,54 @@ def battle_create(
             ]
         )
     return battle
+
+
+def targeted_round_schedule(
+    *,
+    contestant_a: Contestant,
+    contestant_b: Contestant,
+    battles: int,
+    prompts: list[str] | None = None,
+    note: str = "",
+) -> TargetedRound:
+    """Order `battles` battles between two contestants; the arena serves them first."""
+    if contestant_a.pk == contestant_b.pk:
+        raise ValueError("a targeted round needs two different contestants")
+    if battles < 1:
+        raise ValueError("a targeted round needs at least one battle")
+    chosen = [p.strip() for p in prompts or []]
+    limit = settings.ARENA_PROMPT_MAX_CHARS
+    for number, text in enumerate(chosen, 1):
+        if not text or len(text) > limit:
+            raise ValueError(f"prompt {number} must have 1 to {limit:,} characters")
+    return TargetedRound.objects.create(
+        contestant_a=contestant_a,
+        contestant_b=contestant_b,
+        battles_wanted=battles,
+        prompts=chosen,
+        note=note,
+    )
+
+
+def targeted_round_claim(*, prompt: str) -> TargetedRound | None:
+    """Take one battle slot of the oldest open round this prompt fits, or None.
+
+    The slot is taken by a conditional UPDATE, so concurrent battles never overfill a round.
+    """
+    open_rounds = TargetedRound.objects.filter(
+        battles_served__lt=F("battles_wanted"),
+        contestant_a__active=True,
+        contestant_b__active=True,
+    ).select_related("contestant_a", "contestant_b")
+    for candidate in open_rounds:
+        if candidate.prompts and prompt not in candidate.prompts:
+            continue
+        taken = TargetedRound.objects.filter(
+            pk=candidate.pk, battles_served__lt=F("battles_wanted")
+        ).update(battles_served=F("battles_served") + 1)
+        if taken:
+            return candidate
+    return None
 
 
 def battle_claim_generation(*, battle_id: str) -> bool:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from decimal import Decimal
 
 from django.db import models
@@ -40,6 +41,11 @@ class Phase(models.Model):
     state = models.CharField(max_length=16, choices=State.choices, default=State.SCHEDULED)
     starts_at = models.DateTimeField()
     ends_at = models.DateTimeField()
+    arena_closes_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="when the arena of this phase's models closes; default: when the next phase starts",
+    )
     feedback = models.CharField(max_length=16, choices=Feedback.choices, default=Feedback.NONE)
     # Per-agent budgets in this phase (the study's defaults).
     gpu_hours = models.DecimalField(max_digits=10, decimal_places=2, default=Decimal("1000"))
@@ -61,6 +67,6 @@ class Phase(models.Model):
     def __str__(self) -> str:
         return f"{self.competition} {self.label} ({self.state})"
 
-    @property
-    def accepts_nominations(self) -> bool:
-        return self.state in {self.State.SCHEDULED, self.State.RUNNING}
+    def accepts_nominations(self, now: datetime) -> bool:
+        """Nominations close at `ends_at` to the second, whenever the engine next ticks."""
+        return self.state in {self.State.SCHEDULED, self.State.RUNNING} and now < self.ends_at

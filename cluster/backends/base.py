@@ -82,6 +82,10 @@ class ClusterBackend(ABC):
         """Stop (or resume) accepting new jobs under the account."""
 
     @abstractmethod
+    def usage_reset(self, *, account: str) -> None:
+        """Start a new budget period: GPU time used so far no longer counts against the limit."""
+
+    @abstractmethod
     def submit(self, *, account: str, unix_user: str, request: JobRequest) -> str:
         """Submit as `unix_user`; return the scheduler's job id or raise SubmitRefused."""
 

@@ -52,6 +52,20 @@ class LocalBackend(ClusterBackend):
         current.update(asdict(limits), unix_user=unix_user)
         self._write(self.root / "accounts" / f"{account}.json", current)
 
+    def usage_reset(self, *, account: str) -> None:
+        current = self._account(account)
+        if current is None:
+            raise LookupError(f"no account {account}")
+        current["usage_since"] = datetime.now(UTC).isoformat()
+        self._write(self.root / "accounts" / f"{account}.json", current)
+
+    def _counts(self, account: str, row: AccountingRow) -> bool:
+        """Whether a finished run counts against the account's current budget period."""
+        since = (self._account(account) or {}).get("usage_since")
+        return row.ended_at is not None and (
+            since is None or row.ended_at >= datetime.fromisoformat(since)
+        )
+
     def account_block(self, *, account: str, blocked: bool) -> None:
         current = self._account(account)
         if current is None:
@@ -145,7 +159,7 @@ class LocalBackend(ClusterBackend):
 
     def charged_gpu_minutes(self, *, account: str) -> float:
         rows = self.accounting(accounts=[account], since=datetime.min.replace(tzinfo=UTC))
-        return sum(r.gpus * r.elapsed_seconds for r in rows if r.ended_at is not None) / 60
+        return sum(r.gpus * r.elapsed_seconds for r in rows if self._counts(account, r)) / 60
 
     # --- the scheduler -------------------------------------------------------------------
     def _schedule(self) -> None:
@@ -175,7 +189,7 @@ class LocalBackend(ClusterBackend):
         used_seconds = sum(
             r.gpus * r.elapsed_seconds
             for r in map(self._row, self._jobs())
-            if r.account == meta["account"] and r.ended_at
+            if r.account == meta["account"] and self._counts(meta["account"], r)
         )
         reserved_seconds = sum(m["gpus"] * m["time_limit_minutes"] * 60 for m in running)
         if (

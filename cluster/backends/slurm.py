@@ -78,6 +78,9 @@ class SlurmBackend(ClusterBackend):
             f"MaxSubmitJobs={0 if blocked else -1}",
         )
 
+    def usage_reset(self, *, account: str) -> None:
+        cli.sacctmgr("modify", "account", "where", f"name={account}", "set", "RawUsage=0")
+
     # --- jobs ----------------------------------------------------------------------------
     def submit(self, *, account: str, unix_user: str, request: JobRequest) -> str:
         stdout = request.workdir / "slurm-%j.out"

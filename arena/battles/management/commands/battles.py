@@ -6,16 +6,31 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from arena.battles.export import battle_export_rows, write_battle_export
 from arena.battles.selectors import default_prompts
-from arena.battles.services import prompts_load
+from arena.battles.services import prompts_load, targeted_round_schedule
+from arena.serving.models import Contestant
 
 
 class Command(BaseCommand):
-    help = "Battles: export counted votes in the battle export format; load suggested prompts."
+    help = (
+        "Battles: export counted votes in the battle export format; load suggested prompts;"
+        " schedule a targeted round between two contestants."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         actions = parser.add_subparsers(dest="action", required=True)
         export = actions.add_parser("export", help="write counted battles as JSONL (DESIGN.md §5)")
         export.add_argument("--out", required=True, type=Path, help="output file (.jsonl)")
+        export.add_argument("--phase", help="only this phase's battles")
+        target = actions.add_parser(
+            "target", help="serve N battles between two contestants before any random pair"
+        )
+        target.add_argument("model_a", help="a contestant's display name")
+        target.add_argument("model_b", help="another contestant's display name")
+        target.add_argument("--battles", type=int, required=True)
+        target.add_argument(
+            "--prompts", type=Path, help="only these prompts, one per line (suggested first)"
+        )
+        target.add_argument("--note", default="")
         prompts = actions.add_parser("prompts", help="manage the suggested-prompt pool")
         prompts_actions = prompts.add_subparsers(dest="prompts_action", required=True)
         load = prompts_actions.add_parser("load", help="add prompts, one per line")
@@ -27,8 +42,12 @@ class Command(BaseCommand):
             assert isinstance(out, Path)
             if not out.parent.exists():
                 raise CommandError(f"{out.parent} does not exist")
-            count = write_battle_export(battle_export_rows(), out)
+            phase = options["phase"]
+            assert phase is None or isinstance(phase, str)
+            count = write_battle_export(battle_export_rows(phase=phase), out)
             self.stdout.write(f"wrote {count} counted battles to {out}")
+        elif options["action"] == "target":
+            self._target(options)
         else:
             source = options["file"]
             if source is None:
@@ -40,3 +59,37 @@ class Command(BaseCommand):
                 texts = source.read_text(encoding="utf-8").splitlines()
             added = prompts_load(texts=texts)
             self.stdout.write(f"added {added} new prompts to the pool")
+
+    def _target(self, options: dict[str, object]) -> None:
+        pair = []
+        for name in (options["model_a"], options["model_b"]):
+            contestant = Contestant.objects.filter(display_name=name).first()
+            if contestant is None:
+                known = ", ".join(Contestant.objects.values_list("display_name", flat=True))
+                raise CommandError(f"no contestant named {name!r} (known: {known or 'none'})")
+            pair.append(contestant)
+        prompts_file = options["prompts"]
+        prompts = None
+        if prompts_file is not None:
+            assert isinstance(prompts_file, Path)
+            if not prompts_file.is_file():
+                raise CommandError(f"{prompts_file} is not a file")
+            prompts = [
+                p for p in prompts_file.read_text(encoding="utf-8").splitlines() if p.strip()
+            ]
+        battles = options["battles"]
+        assert isinstance(battles, int)
+        try:
+            scheduled = targeted_round_schedule(
+                contestant_a=pair[0],
+                contestant_b=pair[1],
+                battles=battles,
+                prompts=prompts,
+                note=str(options["note"]),
+            )
+        except ValueError as refused:
+            raise CommandError(str(refused)) from None
+        self.stdout.write(
+            f"{scheduled.tag}: {battles} battles of {pair[0]} vs {pair[1]}"
+            + (f" on {len(prompts)} chosen prompts" if prompts else "")
+        )

@@ -1,0 +1,90 @@
+"""`python manage.py phases tick|run|status`: drive and inspect the competition's schedule."""
+
+from __future__ import annotations
+
+import signal
+import time
+from types import FrameType
+
+from django.core.management.base import BaseCommand, CommandParser
+from django.utils import timezone
+
+from arena.competition.models import Phase
+from arena.phases.selectors import phase_timeline
+from arena.phases.services import phases_tick
+from arena.phases.serving import ArenaServers
+
+
+class Command(BaseCommand):
+    help = (
+        "The phase engine. `tick`: make every due transition once (safe from cron, and under"
+        " concurrent runs). `run`: tick every --every seconds and keep the model servers of the"
+        " phase in the arena (the platform's worker). `status`: each phase and what comes next."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        actions = parser.add_subparsers(dest="action", required=True)
+        actions.add_parser("tick", help="make every due transition once")
+        run = actions.add_parser("run", help="tick periodically and serve the arena's models")
+        run.add_argument("--every", type=float, default=30.0, metavar="SECONDS")
+        actions.add_parser("status", help="each phase, its state and what happens next")
+
+    def handle(self, *args: object, **options: object) -> None:
+        action = options["action"]
+        if action == "tick":
+            self._tick()
+        elif action == "run":
+            every = options["every"]
+            assert isinstance(every, float)
+            self._run(every)
+        else:
+            self._status()
+
+    def _tick(self) -> None:
+        made = phases_tick()
+        for transition in made:
+            self.stdout.write(
+                f"{transition.phase.label}: {transition.from_state} -> {transition.to_state}"
+                f"  {transition.detail}"
+            )
+        if not made:
+            self.stdout.write("nothing due")
+
+    def _run(self, every: float) -> None:
+        stopping = False
+
+        def stop(signum: int, frame: FrameType | None) -> None:
+            nonlocal stopping
+            stopping = True
+
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+        servers = ArenaServers()
+        self.stdout.write(f"phase engine: ticking every {every:g} s (Ctrl-C stops)")
+        try:
+            while not stopping:
+                self._tick_quietly()
+                for name in servers.sync():
+                    self.stdout.write(f"serving {name}")
+                deadline = time.monotonic() + every
+                while not stopping and time.monotonic() < deadline:
+                    time.sleep(0.2)
+        finally:
+            servers.stop()
+            self.stdout.write("phase engine stopped; model servers stopped")
+
+    def _tick_quietly(self) -> None:
+        for transition in phases_tick():
+            self.stdout.write(f"{transition.phase.label}: -> {transition.to_state}")
+
+    def _status(self) -> None:
+        now = timezone.now()
+        phases = Phase.objects.select_related("competition").order_by("competition", "number")
+        if not phases:
+            self.stdout.write("no competition is planned")
+        for phase in phases:
+            what, when = phase_timeline(phase, now)
+            at = f" at {when:%Y-%m-%d %H:%M} UTC" if when else ""
+            self.stdout.write(
+                f"{phase.competition.name} {phase.label:<10} {phase.state:<10} next: {what}{at}"
+            )

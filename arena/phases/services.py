@@ -1,0 +1,278 @@
+"""The phase engine: moves every phase along scheduled → running → frozen → serving → closed.
+
+`phases_tick` is idempotent and safe to run every minute from cron or a worker loop, and safe
+under concurrent runs: each move happens inside a transaction holding the phase's row lock,
+re-checks the state after taking it, and is recorded under a unique (phase, state) constraint —
+so two ticks never do a transition twice. What a move does outside the database (Slurm limits,
+files in sandboxes) is idempotent, so a move that failed half-way is simply retried.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from agents.models import Agent, Nomination
+from agents.sandboxes import UnixSandboxes
+from arena.competition.models import Competition, Phase
+from arena.leaderboard.services import phase_leaderboard_fit
+from arena.phases.models import FeedbackBundle, PhaseContestant, PhaseTransition
+from arena.phases.selectors import feedback_bundle, previous_phase, transition_due
+from arena.serving.models import Contestant
+from cluster.backends.base import AccountLimits, ClusterBackend
+from cluster.services import account_ensure
+
+log = logging.getLogger(__name__)
+
+REFERENCE_NAMES = {"base": "reference-base", "instruct": "reference-instruct"}
+
+
+@dataclass
+class Engine:
+    """What the moves act on; the defaults come from settings."""
+
+    cluster: ClusterBackend | None = None
+    sandboxes: UnixSandboxes | None = None
+    # Called with the phase and its new contestants when a phase starts serving (e.g. to
+    # queue the evaluation suite); its return value is recorded in the transition.
+    on_serving: Callable[[Phase, list[PhaseContestant]], Any] | None = None
+
+    def sandboxes_or_default(self) -> UnixSandboxes:
+        return self.sandboxes or UnixSandboxes(settings.AGENTS_SANDBOX_ROOT)
+
+
+def phases_tick(
+    *, now: datetime | None = None, engine: Engine | None = None
+) -> list[PhaseTransition]:
+    """Make every transition that is due, oldest phase first, each exactly once."""
+    now = now or timezone.now()
+    engine = engine or Engine()
+    made = []
+    for phase_id in Phase.objects.order_by("competition_id", "number").values_list("pk", flat=True):
+        while (transition := _advance(phase_id, now, engine)) is not None:
+            log.info(
+                "%s: %s -> %s", transition.phase.label, transition.from_state, transition.to_state
+            )
+            made.append(transition)
+    return made
+
+
+def _advance(phase_id: int, now: datetime, engine: Engine) -> PhaseTransition | None:
+    with transaction.atomic():
+        phase = Phase.objects.select_for_update().get(pk=phase_id)
+        target = transition_due(phase, now)
+        if target is None:
+            return None
+        detail = MOVES[target](phase, engine)
+        transition = PhaseTransition.objects.create(
+            phase=phase, from_state=phase.state, to_state=target, detail=detail
+        )
+        Phase.objects.filter(pk=phase.pk).update(state=target)
+        phase.state = target
+        return transition
+
+
+# --- the moves -------------------------------------------------------------------------------
+def _start(phase: Phase, engine: Engine) -> dict[str, Any]:
+    """Budgets of the phase on every agent's Slurm association (usage starts again from zero)
+    and API credit; then the feedback the phase's policy gives."""
+    limits = AccountLimits(
+        gpu_hours=float(phase.gpu_hours),
+        max_gpus=phase.max_gpus,
+        max_preemptible_gpus=phase.max_preemptible_gpus,
+        max_job_hours=phase.max_job_hours,
+    )
+    agents = list(Agent.objects.filter(active=True).exclude(cluster_account=""))
+    for agent in agents:
+        account_ensure(
+            name=agent.cluster_account,
+            unix_user=agent.unix_user,
+            period=phase.label,
+            limits=limits,
+            storage_gib=phase.storage_gib,
+            backend=engine.cluster,
+        )
+        # The phase's credit on top of what was spent before; calls in flight keep theirs.
+        Agent.objects.filter(pk=agent.pk).update(
+            credit_limit=F("credit_spent") + F("credit_reserved") + phase.api_credit_usd
+        )
+    delivered = 0
+    if phase.feedback == Phase.Feedback.OWN_BATTLES:
+        source = previous_phase(phase)
+        if source is not None:
+            delivered = sum(
+                1
+                for agent in agents
+                if feedback_deliver(agent=agent, phase=phase, source=source, engine=engine)
+            )
+    return {"agents_budgeted": len(agents), "feedback_bundles": delivered}
+
+
+def _freeze(phase: Phase, engine: Engine) -> dict[str, Any]:
+    nominations = Nomination.objects.filter(phase=phase).select_related("agent", "checkpoint")
+    return {
+        "nominations": [
+            {"agent": n.agent.name, "checkpoint": n.checkpoint_id, "path": n.checkpoint.path}
+            for n in nominations
+        ]
+    }
+
+
+def _serve(phase: Phase, engine: Engine) -> dict[str, Any]:
+    """Each nominated checkpoint becomes a contestant, with the reference models; only they
+    stay in the arena. Those with an endpoint are active now; local checkpoints wait for a
+    serving worker (`ArenaServers`) to start their model server."""
+    entries = [
+        _reference_entry(phase, role, path)
+        for role, path in (
+            ("base", phase.competition.base_model),
+            ("instruct", phase.competition.instruct_model),
+        )
+        if path
+    ]
+    for nomination in Nomination.objects.filter(phase=phase).select_related("agent", "checkpoint"):
+        contestant, _ = Contestant.objects.get_or_create(
+            display_name=f"{nomination.agent.name}-{phase.label}",
+            defaults={
+                "base_url": "",
+                "served_model_name": nomination.checkpoint.path,
+                "checkpoint_path": nomination.checkpoint.path,
+                "active": False,
+            },
+        )
+        entry, _ = PhaseContestant.objects.get_or_create(
+            phase=phase,
+            contestant=contestant,
+            defaults={
+                "role": PhaseContestant.Role.NOMINEE,
+                "nomination": nomination,
+                "checkpoint_path": nomination.checkpoint.path,
+            },
+        )
+        entries.append(entry)
+    in_phase = [entry.contestant_id for entry in entries]
+    Contestant.objects.exclude(pk__in=in_phase).update(active=False)
+    Contestant.objects.filter(pk__in=in_phase).exclude(base_url="").update(active=True)
+    detail: dict[str, Any] = {"contestants": [entry.contestant.display_name for entry in entries]}
+    if engine.on_serving is not None:
+        detail["on_serving"] = engine.on_serving(phase, entries)
+    return detail
+
+
+def _reference_entry(phase: Phase, role: str, path: str) -> PhaseContestant:
+    contestant, _ = Contestant.objects.get_or_create(
+        display_name=REFERENCE_NAMES[role],
+        defaults={
+            "base_url": "",
+            "served_model_name": path,
+            "checkpoint_path": path,
+            "active": False,
+        },
+    )
+    entry, _ = PhaseContestant.objects.get_or_create(
+        phase=phase,
+        contestant=contestant,
+        defaults={"role": PhaseContestant.Role.REFERENCE, "checkpoint_path": path},
+    )
+    return entry
+
+
+def _close(phase: Phase, engine: Engine) -> dict[str, Any]:
+    """The phase's votes are final: fit and publish its leaderboard."""
+    snapshot = phase_leaderboard_fit(phase=phase.label)
+    return {"n_battles": snapshot.n_battles if snapshot else 0}
+
+
+MOVES: dict[str, Callable[[Phase, Engine], dict[str, Any]]] = {
+    Phase.State.RUNNING: _start,
+    Phase.State.FROZEN: _freeze,
+    Phase.State.SERVING: _serve,
+    Phase.State.CLOSED: _close,
+}
+
+
+# --- feedback --------------------------------------------------------------------------------
+def feedback_deliver(*, agent: Agent, phase: Phase, source: Phase, engine: Engine) -> bool:
+    """Give `agent` what `phase`'s policy allows about its own model in `source`: through the
+    API (the bundle row opens it) and as files in its sandbox. False if it had no model there."""
+    bundle = feedback_bundle(agent_id=agent.pk, phase=source)
+    if bundle["own_model"] is None:
+        return False
+    folder = Path(agent.sandbox) / "feedback" / source.label
+    files = {
+        "battles.jsonl": "".join(
+            json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n" for row in bundle["battles"]
+        ),
+        "leaderboard.json": json.dumps(bundle["leaderboard"], indent=2) + "\n",
+        "comparisons.json": json.dumps(
+            {"own_model": bundle["own_model"], "comparisons": bundle["comparisons"]}, indent=2
+        )
+        + "\n",
+        "README.md": _feedback_readme(bundle),
+    }
+    sandboxes = engine.sandboxes_or_default()
+    for name, content in files.items():
+        sandboxes.write_private(agent.unix_user, folder / name, content)
+    FeedbackBundle.objects.update_or_create(
+        phase=phase,
+        agent=agent,
+        defaults={"source_phase": source, "battles": len(bundle["battles"]), "folder": str(folder)},
+    )
+    return True
+
+
+def _feedback_readme(bundle: dict[str, Any]) -> str:
+    return (
+        f"# Feedback on {bundle['own_model']} ({bundle['phase']})\n\n"
+        f"- `battles.jsonl`: the {len(bundle['battles'])} counted battles your model fought, with"
+        " the prompt and both answers (Chatbot Arena clean-battle format).\n"
+        "- `comparisons.json`: your wins, losses and ties against each opponent.\n"
+        "- `leaderboard.json`: the phase's leaderboard, style-controlled and raw, with intervals.\n\n"
+        "The same data: `arena-agent votes export` and `arena-agent leaderboard`.\n"
+    )
+
+
+def competition_plan(
+    *,
+    name: str,
+    base_model: str,
+    instruct_model: str,
+    starts_at: datetime,
+    phase_lengths: list[timedelta],
+    arena_length: timedelta,
+) -> Competition:
+    """A competition whose phases follow each other: each trains for its length, then its
+    arena runs for `arena_length` before the next begins (the first phase gives no votes, each
+    later one gives every agent the battles of its own model in the phase before)."""
+    if not phase_lengths:
+        raise ValueError("a competition needs at least one phase")
+    if min(phase_lengths) <= timedelta(0) or arena_length <= timedelta(0):
+        raise ValueError("phase and arena lengths must be positive")
+    with transaction.atomic():
+        competition = Competition.objects.create(
+            name=name, base_model=base_model, instruct_model=instruct_model
+        )
+        start = starts_at
+        for number, length in enumerate(phase_lengths, 1):
+            end = start + length
+            Phase.objects.create(
+                competition=competition,
+                number=number,
+                label=f"phase-{number}",
+                starts_at=start,
+                ends_at=end,
+                arena_closes_at=end + arena_length,
+                feedback=Phase.Feedback.NONE if number == 1 else Phase.Feedback.OWN_BATTLES,
+            )
+            start = end + arena_length
+    return competition
