@@ -184,3 +184,6 @@ AGENTS_DEFAULT_MAX_JOB_HOURS = env_int("AGENTS_DEFAULT_MAX_JOB_HOURS", 24, minim
 AGENTS_DEFAULT_STORAGE_GIB = env_int("AGENTS_DEFAULT_STORAGE_GIB", 400, minimum=1)
 AGENTS_DEFAULT_API_CREDIT_USD = env_float("AGENTS_DEFAULT_API_CREDIT_USD", 300.0, minimum=0.0)
 AGENTS_DEFAULT_PERIOD = env_str("AGENTS_DEFAULT_PERIOD", "phase-1")
+# The Python agents' training jobs run: the cluster's shared software environment (built by
+# infra/training_env/setup.sh, readable by every agent's Unix user).
+AGENTS_TRAIN_PYTHON = env_str("AGENTS_TRAIN_PYTHON", "/opt/rsi-arena/train-env/bin/python")
