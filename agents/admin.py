@@ -1,18 +1,57 @@
 from django.contrib import admin
+from django.db import models
+from django.http import HttpRequest
 
-from agents.models import Agent, AgentToken, ProxyCall, Upstream
+from agents.models import (
+    Agent,
+    AgentToken,
+    Checkpoint,
+    DataRecord,
+    Nomination,
+    ProxyCall,
+    Upstream,
+)
+
+
+class RecordAdmin(admin.ModelAdmin):
+    """Ledgers and audit records: shown, never added, changed or deleted by hand."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
 
 
 @admin.register(Agent)
 class AgentAdmin(admin.ModelAdmin):
-    list_display = ["name", "active", "credit_limit", "credit_spent", "credit_reserved"]
-    readonly_fields = ["credit_spent", "credit_reserved"]
+    list_display = [
+        "name",
+        "active",
+        "cluster_account",
+        "credit_limit",
+        "credit_spent",
+        "credit_reserved",
+        "created_at",
+    ]
+    list_filter = ["active"]
+    search_fields = ["name", "unix_user", "cluster_account"]
+    # Provisioning (`manage.py agents provision`) sets these; the credit ledger moves only
+    # through the proxy's conditional updates.
+    readonly_fields = ["unix_user", "sandbox", "cluster_account", "credit_spent", "credit_reserved"]
 
 
 @admin.register(AgentToken)
 class AgentTokenAdmin(admin.ModelAdmin):
     list_display = ["agent", "kind", "created_at", "revoked_at"]
+    list_filter = ["kind", ("revoked_at", admin.EmptyFieldListFilter)]
     readonly_fields = ["agent", "kind", "digest", "created_at"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # tokens are minted by provisioning, which writes them to the sandbox
 
 
 @admin.register(Upstream)
@@ -23,13 +62,16 @@ class UpstreamAdmin(admin.ModelAdmin):
         "upstream_model",
         "usd_per_million_prompt_tokens",
         "usd_per_million_completion_tokens",
+        "max_completion_tokens",
         "active",
     ]
+    list_filter = ["active"]
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
     exclude = ["api_key"]  # set it from the shell or an environment-backed command, never shown
 
 
 @admin.register(ProxyCall)
-class ProxyCallAdmin(admin.ModelAdmin):
+class ProxyCallAdmin(RecordAdmin):
     list_display = [
         "created_at",
         "agent",
@@ -38,7 +80,44 @@ class ProxyCallAdmin(admin.ModelAdmin):
         "status",
         "prompt_tokens",
         "completion_tokens",
+        "reserved_usd",
         "cost_usd",
         "latency_ms",
+        "error",
     ]
-    list_filter = ["status", "model"]
+    list_filter = ["status", "model", "stream", "agent"]
+    date_hierarchy = "created_at"
+
+
+@admin.register(DataRecord)
+class DataRecordAdmin(RecordAdmin):
+    list_display = ["created_at", "agent", "path", "rows", "tokens", "licence"]
+    list_filter = ["agent", "licence"]
+    search_fields = ["path", "sha256", "reason"]
+    date_hierarchy = "created_at"
+
+
+@admin.register(Checkpoint)
+class CheckpointAdmin(RecordAdmin):
+    list_display = [
+        "created_at",
+        "agent",
+        "path",
+        "job",
+        "parent",
+        "architecture",
+        "parameters",
+        "end_of_turn_token",
+    ]
+    list_filter = ["agent", "architecture"]
+    search_fields = ["path", "weights_sha256"]
+    date_hierarchy = "created_at"
+
+
+@admin.register(Nomination)
+class NominationAdmin(RecordAdmin):
+    """Kept as the agent wrote it, for the audit; agents change theirs through the API."""
+
+    list_display = ["agent", "phase", "checkpoint", "created_at", "updated_at"]
+    list_filter = ["phase", "agent"]
+    search_fields = ["model_card"]

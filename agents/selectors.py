@@ -34,7 +34,7 @@ def agent_budget(agent: Agent) -> dict[str, Any]:
     """What the agent has used and has left, from the platform's ledgers."""
     agent.refresh_from_db()
     account = ClusterAccount.objects.get(name=agent.cluster_account)
-    used_hours = gpu_seconds_charged(account) / 3600
+    used_hours = gpu_seconds_charged(account, period=account.period) / 3600
     running = Job.objects.filter(account=account, state=Job.State.RUNNING)
     credit_left = agent.credit_limit - agent.credit_spent - agent.credit_reserved
     return {

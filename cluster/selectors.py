@@ -40,7 +40,7 @@ def account_usage(*, backend: ClusterBackend | None = None) -> list[AccountUsage
         usages.append(
             AccountUsage(
                 account=account.name,
-                platform_gpu_hours=gpu_seconds_charged(account) / 3600,
+                platform_gpu_hours=gpu_seconds_charged(account, period=account.period) / 3600,
                 scheduler_gpu_hours=scheduler,
                 limit_gpu_hours=float(account.gpu_hours_limit),
                 running_gpus=sum(j.gpus for j in running.filter(qos="normal")),

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from frontend import leaderboard_views, views
+from frontend import leaderboard_views, organizer_views, views
 
 urlpatterns = [
     path("", views.arena_page, name="arena"),
@@ -16,4 +16,5 @@ urlpatterns = [
         "leaderboard/winrates.svg", leaderboard_views.winrate_heatmap, name="leaderboard-winrates"
     ),
     path("api/leaderboard", leaderboard_views.leaderboard_json, name="leaderboard-json"),
+    path("organizer/", organizer_views.dashboard, name="organizer"),
 ]

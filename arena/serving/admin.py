@@ -1,10 +1,21 @@
 from django.contrib import admin
+from django.db import models
 
 from arena.serving.models import Contestant
 
 
 @admin.register(Contestant)
 class ContestantAdmin(admin.ModelAdmin):
-    list_display = ["display_name", "served_model_name", "base_url", "active", "weight"]
+    list_display = [
+        "display_name",
+        "served_model_name",
+        "base_url",
+        "checkpoint_path",
+        "active",
+        "weight",
+        "created_at",
+    ]
     list_filter = ["active"]
-    search_fields = ["display_name", "served_model_name"]
+    list_editable = ["active", "weight"]
+    search_fields = ["display_name", "served_model_name", "checkpoint_path"]
+    formfield_overrides = {models.URLField: {"assume_scheme": "http"}}  # local model servers

@@ -1,0 +1,440 @@
+"""Daily per-agent reports for organizers: what each agent did on one day, in HTML and Markdown.
+
+A report reads the ledgers and records as they stood at the end of the day (in the site's
+time zone): jobs that ran or were submitted that day with their GPU-hours, GPU-hours used and
+left in the account's budget period, LLM API spend from the proxy's call log, and the data,
+checkpoints and nominations registered that day. It writes nothing to the database.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+
+from django.conf import settings
+from django.db.models import Count, F, Q, Sum
+from django.template import Context, Engine
+from django.utils import timezone
+
+from agents.models import Agent, Checkpoint, DataRecord, Nomination, ProxyCall
+from cluster.models import ClusterAccount, Job, JobSegment
+
+
+@dataclass(frozen=True)
+class JobLine:
+    scheduler_id: str
+    name: str
+    state: str
+    qos: str
+    gpus: int
+    submitted_at: dt.datetime
+    gpu_hours_day: float  # GPU-hours of its runs that fall on this day
+    gpu_hours_charged: float  # charged to the job in all, so far
+
+
+@dataclass(frozen=True)
+class DataLine:
+    path: str
+    rows: int
+    tokens: int
+    sources: str
+    licence: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class CheckpointLine:
+    path: str
+    job: str
+    parent: str
+    parameters: int
+
+
+@dataclass(frozen=True)
+class NominationLine:
+    phase: str
+    checkpoint: str
+    training_method: str  # as the model card claims
+    claimed_gpu_hours: str
+    updated_at: dt.datetime
+
+
+@dataclass(frozen=True)
+class AgentDay:
+    agent: str
+    active: bool
+    day: dt.date
+    period: str
+    jobs: list[JobLine]
+    gpu_hours_day: float
+    gpu_hours_used: float  # in the period, by the end of the day
+    gpu_hours_limit: float
+    api_calls: int
+    api_tokens: int
+    api_spend_day: Decimal
+    api_spent_total: Decimal  # by the end of the day
+    api_credit_limit: Decimal
+    data: list[DataLine]
+    checkpoints: list[CheckpointLine]
+    nominations: list[NominationLine]
+
+    @property
+    def gpu_hours_left(self) -> float:
+        return max(0.0, self.gpu_hours_limit - self.gpu_hours_used)
+
+    @property
+    def api_credit_left(self) -> Decimal:
+        return max(Decimal(0), self.api_credit_limit - self.api_spent_total)
+
+
+def parse_day(text: str) -> dt.date:
+    """A YYYY-MM-DD date, or ValueError with a message a person can act on."""
+    try:
+        return dt.date.fromisoformat(text)
+    except ValueError:
+        raise ValueError(
+            f"{text!r} is not a date in the form YYYY-MM-DD (e.g. 2025-03-14)"
+        ) from None
+
+
+def day_bounds(day: dt.date) -> tuple[dt.datetime, dt.datetime]:
+    zone = timezone.get_current_timezone()
+    start = timezone.make_aware(dt.datetime.combine(day, dt.time.min), zone)
+    return start, timezone.make_aware(
+        dt.datetime.combine(day + dt.timedelta(days=1), dt.time.min), zone
+    )
+
+
+def agent_day(agent: Agent, day: dt.date) -> AgentDay:
+    start, end = day_bounds(day)
+    account = ClusterAccount.objects.filter(name=agent.cluster_account).first()
+    jobs: list[JobLine] = []
+    used_seconds = 0
+    if account is not None:
+        jobs = _jobs_of_day(account, start, end)
+        used_seconds = (
+            JobSegment.objects.filter(
+                job__account=account, job__period=account.period, ended_at__lt=end
+            ).aggregate(total=Sum(F("gpus") * F("elapsed_seconds")))["total"]
+            or 0
+        )
+    calls = ProxyCall.objects.filter(agent=agent)
+    today = calls.filter(created_at__gte=start, created_at__lt=end).aggregate(
+        n=Count("id"),
+        prompt=Sum("prompt_tokens"),
+        completion=Sum("completion_tokens"),
+        cost=Sum("cost_usd"),
+    )
+    spent_total = calls.filter(created_at__lt=end).aggregate(cost=Sum("cost_usd"))["cost"]
+    return AgentDay(
+        agent=agent.name,
+        active=agent.active,
+        day=day,
+        period=account.period if account else "",
+        jobs=jobs,
+        gpu_hours_day=sum(j.gpu_hours_day for j in jobs),
+        gpu_hours_used=used_seconds / 3600,
+        gpu_hours_limit=float(account.gpu_hours_limit) if account else 0.0,
+        api_calls=today["n"] or 0,
+        api_tokens=(today["prompt"] or 0) + (today["completion"] or 0),
+        api_spend_day=today["cost"] or Decimal(0),
+        api_spent_total=spent_total or Decimal(0),
+        api_credit_limit=agent.credit_limit,
+        data=[
+            DataLine(
+                path=r.path,
+                rows=r.rows,
+                tokens=r.tokens,
+                sources=", ".join(str(s) for s in r.sources)
+                if isinstance(r.sources, list)
+                else str(r.sources),
+                licence=r.licence,
+                reason=r.reason,
+            )
+            for r in DataRecord.objects.filter(
+                agent=agent, created_at__gte=start, created_at__lt=end
+            )
+        ],
+        checkpoints=[
+            CheckpointLine(
+                path=c.path,
+                job=c.job.scheduler_id,
+                parent=c.parent.path if c.parent else "",
+                parameters=c.parameters,
+            )
+            for c in Checkpoint.objects.filter(
+                agent=agent, created_at__gte=start, created_at__lt=end
+            ).select_related("job", "parent")
+        ],
+        nominations=[
+            NominationLine(
+                phase=n.phase.label,
+                checkpoint=n.checkpoint.path,
+                training_method=str((n.card_fields or {}).get("training_method", "")),
+                claimed_gpu_hours=str((n.card_fields or {}).get("gpu_hours", "")),
+                updated_at=n.updated_at,
+            )
+            for n in Nomination.objects.filter(agent=agent)
+            .filter(
+                Q(created_at__gte=start, created_at__lt=end)
+                | Q(updated_at__gte=start, updated_at__lt=end)
+            )
+            .select_related("phase", "checkpoint")
+        ],
+    )
+
+
+def _jobs_of_day(account: ClusterAccount, start: dt.datetime, end: dt.datetime) -> list[JobLine]:
+    """Jobs submitted that day, or whose runs overlap it, or that were running through it."""
+    segments = JobSegment.objects.filter(
+        job__account=account, started_at__lt=end, ended_at__gt=start
+    )
+    jobs = (
+        Job.objects.filter(account=account)
+        .filter(
+            Q(submitted_at__gte=start, submitted_at__lt=end)
+            | Q(pk__in=segments.values("job_id"))
+            | Q(started_at__lt=end, ended_at__isnull=True, state=Job.State.RUNNING)
+            | Q(started_at__lt=end, ended_at__gt=start)
+        )
+        .order_by("submitted_at")
+    )
+    seconds_by_job: dict[int, float] = {}
+    for segment in segments:
+        overlap = min(segment.ended_at, end) - max(segment.started_at, start)
+        share = overlap.total_seconds() / max(
+            1.0, (segment.ended_at - segment.started_at).total_seconds()
+        )
+        # A segment's charge is spread evenly over its span; a day gets its share of it.
+        seconds_by_job[segment.job_id] = (
+            seconds_by_job.get(segment.job_id, 0.0)
+            + min(1.0, max(0.0, share)) * segment.gpu_seconds
+        )
+    return [
+        JobLine(
+            scheduler_id=job.scheduler_id,
+            name=job.name,
+            state=job.state,
+            qos=job.qos,
+            gpus=job.gpus,
+            submitted_at=job.submitted_at,
+            gpu_hours_day=seconds_by_job.get(job.pk, 0.0) / 3600,
+            gpu_hours_charged=job.gpu_seconds_charged / 3600,
+        )
+        for job in jobs
+    ]
+
+
+def daily_reports(*, day: dt.date) -> list[AgentDay]:
+    return [agent_day(agent, day) for agent in Agent.objects.order_by("name")]
+
+
+# -- rendering -------------------------------------------------------------------------------
+
+
+def _md_cell(value: object) -> str:
+    return str(value).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def _md_table(headers: list[str], rows: list[list[object]]) -> list[str]:
+    if not rows:
+        return ["_none_", ""]
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows]
+    return [*lines, ""]
+
+
+def report_markdown(report: AgentDay) -> str:
+    r = report
+    lines = [
+        f"# {r.agent} — {r.day.isoformat()}",
+        "",
+        f"Budget period: {r.period or '(none)'}" + ("" if r.active else " · deprovisioned"),
+        "",
+        "## GPU",
+        "",
+        f"- GPU-hours this day: {r.gpu_hours_day:.2f}",
+        f"- GPU-hours used in the period (end of day): {r.gpu_hours_used:.2f} of "
+        f"{r.gpu_hours_limit:.2f}; left {r.gpu_hours_left:.2f}",
+        "",
+        "## Jobs",
+        "",
+        *_md_table(
+            ["job", "name", "state", "QOS", "GPUs", "GPU-h this day", "GPU-h charged"],
+            [
+                [
+                    j.scheduler_id,
+                    j.name,
+                    j.state,
+                    j.qos,
+                    j.gpus,
+                    f"{j.gpu_hours_day:.2f}",
+                    f"{j.gpu_hours_charged:.2f}",
+                ]
+                for j in r.jobs
+            ],
+        ),  # fmt: skip
+        "## LLM API",
+        "",
+        f"- calls this day: {r.api_calls} ({r.api_tokens:,} tokens)",
+        f"- spend this day: ${r.api_spend_day:.2f}",
+        f"- spent in all (end of day): ${r.api_spent_total:.2f} of ${r.api_credit_limit:.2f}; "
+        f"left ${r.api_credit_left:.2f}",
+        "",
+        "## Data registered",
+        "",
+        *_md_table(
+            ["path", "rows", "tokens", "sources", "licence", "reason"],
+            [[d.path, d.rows, d.tokens, d.sources, d.licence, d.reason] for d in r.data],
+        ),
+        "## Checkpoints",
+        "",
+        *_md_table(
+            ["path", "job", "parent", "parameters"],
+            [[c.path, c.job, c.parent or "—", f"{c.parameters:,}"] for c in r.checkpoints],
+        ),
+        "## Nominations",
+        "",
+        *_md_table(
+            ["phase", "checkpoint", "training (card)", "GPU-h (card)", "updated"],
+            [
+                [
+                    n.phase,
+                    n.checkpoint,
+                    n.training_method or "—",
+                    n.claimed_gpu_hours or "—",
+                    f"{n.updated_at:%Y-%m-%d %H:%M}",
+                ]
+                for n in r.nominations
+            ],  # fmt: skip
+        ),
+    ]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+_ENGINE = Engine(autoescape=True)
+
+_HTML = _ENGINE.from_string(
+    """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{{ r.agent }} — {{ r.day|date:"Y-m-d" }}</title>
+<style>body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem}
+table{border-collapse:collapse;width:100%}th,td{border:1px solid #ccc;padding:.25rem .5rem;text-align:left}
+td.n{text-align:right}</style></head>
+<body>
+<h1>{{ r.agent }} — {{ r.day|date:"Y-m-d" }}</h1>
+<p>Budget period: {{ r.period|default:"(none)" }}{% if not r.active %} · deprovisioned{% endif %}</p>
+<h2>GPU</h2>
+<ul><li>GPU-hours this day: {{ r.gpu_hours_day|floatformat:2 }}</li>
+<li>GPU-hours used in the period (end of day): {{ r.gpu_hours_used|floatformat:2 }} of
+{{ r.gpu_hours_limit|floatformat:2 }}; left {{ r.gpu_hours_left|floatformat:2 }}</li></ul>
+<h2>Jobs</h2>
+{% if r.jobs %}<table><tr><th>job</th><th>name</th><th>state</th><th>QOS</th><th>GPUs</th>
+<th>GPU-h this day</th><th>GPU-h charged</th></tr>
+{% for j in r.jobs %}<tr><td>{{ j.scheduler_id }}</td><td>{{ j.name }}</td><td>{{ j.state }}</td>
+<td>{{ j.qos }}</td><td class="n">{{ j.gpus }}</td><td class="n">{{ j.gpu_hours_day|floatformat:2 }}</td>
+<td class="n">{{ j.gpu_hours_charged|floatformat:2 }}</td></tr>
+{% endfor %}</table>{% else %}<p>none</p>{% endif %}
+<h2>LLM API</h2>
+<ul><li>calls this day: {{ r.api_calls }} ({{ r.api_tokens }} tokens)</li>
+<li>spend this day: ${{ r.api_spend_day|floatformat:2 }}</li>
+<li>spent in all (end of day): ${{ r.api_spent_total|floatformat:2 }} of
+${{ r.api_credit_limit|floatformat:2 }}; left ${{ r.api_credit_left|floatformat:2 }}</li></ul>
+<h2>Data registered</h2>
+{% if r.data %}<table><tr><th>path</th><th>rows</th><th>tokens</th><th>sources</th><th>licence</th>
+<th>reason</th></tr>
+{% for d in r.data %}<tr><td>{{ d.path }}</td><td class="n">{{ d.rows }}</td>
+<td class="n">{{ d.tokens }}</td><td>{{ d.sources }}</td><td>{{ d.licence }}</td><td>{{ d.reason }}</td></tr>
+{% endfor %}</table>{% else %}<p>none</p>{% endif %}
+<h2>Checkpoints</h2>
+{% if r.checkpoints %}<table><tr><th>path</th><th>job</th><th>parent</th><th>parameters</th></tr>
+{% for c in r.checkpoints %}<tr><td>{{ c.path }}</td><td>{{ c.job }}</td>
+<td>{{ c.parent|default:"—" }}</td><td class="n">{{ c.parameters }}</td></tr>
+{% endfor %}</table>{% else %}<p>none</p>{% endif %}
+<h2>Nominations</h2>
+{% if r.nominations %}<table><tr><th>phase</th><th>checkpoint</th><th>training (card)</th><th>GPU-h (card)</th><th>updated</th></tr>
+{% for n in r.nominations %}<tr><td>{{ n.phase }}</td><td>{{ n.checkpoint }}</td>
+<td>{{ n.training_method|default:"—" }}</td><td>{{ n.claimed_gpu_hours|default:"—" }}</td><td>{{ n.updated_at|date:"Y-m-d H:i" }}</td></tr>
+{% endfor %}</table>{% else %}<p>none</p>{% endif %}
+<p><a href="index.html">all agents</a></p>
+</body></html>
+"""
+)
+
+_INDEX_HTML = _ENGINE.from_string(
+    """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Daily reports — {{ day|date:"Y-m-d" }}</title>
+<style>body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem}
+table{border-collapse:collapse;width:100%}th,td{border:1px solid #ccc;padding:.25rem .5rem;text-align:left}
+</style></head>
+<body><h1>Daily reports — {{ day|date:"Y-m-d" }}</h1>
+{% if reports %}<table><tr><th>agent</th><th>jobs</th><th>GPU-h this day</th><th>GPU-h left</th>
+<th>API spend this day</th><th>API credit left</th><th>data</th><th>checkpoints</th><th>nominations</th>
+<th>report</th></tr>
+{% for r in reports %}<tr><td>{{ r.agent }}</td><td>{{ r.jobs|length }}</td>
+<td>{{ r.gpu_hours_day|floatformat:2 }}</td><td>{{ r.gpu_hours_left|floatformat:2 }}</td>
+<td>${{ r.api_spend_day|floatformat:2 }}</td><td>${{ r.api_credit_left|floatformat:2 }}</td>
+<td>{{ r.data|length }}</td><td>{{ r.checkpoints|length }}</td><td>{{ r.nominations|length }}</td>
+<td><a href="{{ r.agent }}.html">HTML</a> · <a href="{{ r.agent }}.md">Markdown</a></td></tr>
+{% endfor %}</table>{% else %}<p>No agents.</p>{% endif %}
+</body></html>
+"""
+)
+
+
+def report_html(report: AgentDay) -> str:
+    return _HTML.render(Context({"r": report}))
+
+
+def index_markdown(day: dt.date, reports: list[AgentDay]) -> str:
+    lines = [f"# Daily reports — {day.isoformat()}", ""]
+    lines += _md_table(
+        ["agent", "jobs", "GPU-h this day", "GPU-h left", "API spend this day", "API credit left",
+         "data", "checkpoints", "nominations", "report"],
+        [
+            [r.agent, len(r.jobs), f"{r.gpu_hours_day:.2f}", f"{r.gpu_hours_left:.2f}",
+             f"${r.api_spend_day:.2f}", f"${r.api_credit_left:.2f}", len(r.data),
+             len(r.checkpoints), len(r.nominations), f"[{r.agent}]({r.agent}.md)"]
+            for r in reports
+        ],
+    )  # fmt: skip
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def default_out_dir(day: dt.date) -> Path:
+    return Path(settings.VAR_DIR) / "reports" / day.isoformat()
+
+
+def reports_write(
+    *,
+    day: dt.date,
+    out_dir: Path | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> list[Path]:
+    """Write `<agent>.html` and `<agent>.md` for every agent, and `index.html`/`index.md`."""
+    out = out_dir or default_out_dir(day)
+    out.mkdir(parents=True, exist_ok=True)
+    reports = []
+    written: list[Path] = []
+    agents = list(Agent.objects.order_by("name"))
+    for number, agent in enumerate(agents, start=1):
+        report = agent_day(agent, day)
+        reports.append(report)
+        for suffix, text in ((".md", report_markdown(report)), (".html", report_html(report))):
+            path = out / f"{agent.name}{suffix}"
+            path.write_text(text, encoding="utf-8")
+            written.append(path)
+        if progress is not None:
+            progress(
+                f"[{number}/{len(agents)}] {agent.name}: {len(report.jobs)} jobs, "
+                f"{report.gpu_hours_day:.2f} GPU-h, ${report.api_spend_day:.2f} API"
+            )
+    for name, text in (
+        ("index.md", index_markdown(day, reports)),
+        ("index.html", _INDEX_HTML.render(Context({"day": day, "reports": reports}))),
+    ):
+        (out / name).write_text(text, encoding="utf-8")
+        written.append(out / name)
+    return written

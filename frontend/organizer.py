@@ -1,0 +1,407 @@
+"""Reads behind the organizer dashboard: the phase timeline, budget use per agent, jobs,
+nominations with their model cards, the leaderboards per phase, and sections that other apps
+(evaluation, audit) provide.
+
+Everything here is read-only and staff-only; the dashboard view only renders what
+`organizer_dashboard` returns.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import import_module
+from typing import Any
+
+from django.db.models import Count
+from django.utils import timezone
+
+from agents.models import Agent, Nomination
+from arena.competition.models import Phase
+from arena.leaderboard.selectors import snapshot_latest
+from cluster.models import ClusterAccount, Job
+from cluster.selectors import gpu_seconds_charged
+from frontend.markdown import render_markdown
+
+log = logging.getLogger(__name__)
+
+RECENT_JOBS = 50
+
+
+# -- time in words ---------------------------------------------------------------------------
+
+
+def duration_words(delta: dt.timedelta) -> str:
+    """A span the way people say it, to the two largest units: "2 h 10 min", "3 d 4 h"."""
+    seconds = int(abs(delta.total_seconds()))
+    if seconds < 60:
+        return f"{seconds} s"
+    units = [("d", 86400), ("h", 3600), ("min", 60)]
+    parts = []
+    for name, size in units:
+        amount, seconds = divmod(seconds, size)
+        if amount or parts:
+            parts.append(f"{amount} {name}")
+        if len(parts) == 2:
+            break
+    return " ".join(p for p in parts if not p.startswith("0 ")) or "0 min"
+
+
+# -- the phase timeline ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PhaseLine:
+    competition: str
+    label: str
+    number: int
+    state: str
+    starts_at: dt.datetime
+    ends_at: dt.datetime
+    next_event: str  # what happens next to this phase, in words
+    next_at: dt.datetime | None  # when, if it is scheduled by the calendar
+    current: bool
+
+
+def phase_timeline(*, now: dt.datetime) -> list[PhaseLine]:
+    lines = []
+    for phase in Phase.objects.select_related("competition").order_by("starts_at", "number"):
+        event, at = _next_event(phase, now)
+        lines.append(
+            PhaseLine(
+                competition=phase.competition.name,
+                label=phase.label,
+                number=phase.number,
+                state=phase.state,
+                starts_at=phase.starts_at,
+                ends_at=phase.ends_at,
+                next_event=event,
+                next_at=at,
+                current=phase.state in {Phase.State.RUNNING, Phase.State.SERVING},
+            )
+        )
+    return lines
+
+
+def _next_event(phase: Phase, now: dt.datetime) -> tuple[str, dt.datetime | None]:
+    label = phase.label
+    if phase.state == Phase.State.SCHEDULED:
+        if phase.starts_at > now:
+            return f"{label} starts in {duration_words(phase.starts_at - now)}", phase.starts_at
+        return (
+            f"{label} was due to start {duration_words(now - phase.starts_at)} ago: "
+            "the next `phases tick` starts it",
+            phase.starts_at,
+        )
+    if phase.state == Phase.State.RUNNING:
+        if phase.ends_at > now:
+            return f"{label} freezes in {duration_words(phase.ends_at - now)}", phase.ends_at
+        return (
+            f"{label} was due to freeze {duration_words(now - phase.ends_at)} ago: "
+            "the next `phases tick` freezes it",
+            phase.ends_at,
+        )
+    if phase.state == Phase.State.FROZEN:
+        return f"{label} is frozen: its nominated models go to the arena next", None
+    if phase.state == Phase.State.SERVING:
+        return f"{label}'s nominated models are in the arena", None
+    return f"{label} is closed", None
+
+
+def next_event(lines: list[PhaseLine], *, now: dt.datetime) -> PhaseLine | None:
+    """The phase whose next calendar event comes soonest (overdue ones first)."""
+    dated = [line for line in lines if line.next_at is not None]
+    return min(dated, key=lambda line: line.next_at) if dated else None  # type: ignore[arg-type,return-value]
+
+
+# -- budgets ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Usage:
+    used: float
+    limit: float
+
+    @property
+    def fraction(self) -> float:
+        if self.limit <= 0:
+            return 1.0 if self.used > 0 else 0.0
+        return min(1.0, self.used / self.limit)
+
+    @property
+    def percent(self) -> int:
+        return round(100 * self.fraction)
+
+    @property
+    def over(self) -> bool:
+        return self.used > self.limit
+
+
+@dataclass(frozen=True)
+class AgentBudgetLine:
+    agent: str
+    active: bool
+    period: str
+    gpu_hours: Usage  # in the account's current budget period
+    api_credit_usd: Usage  # settled spend plus calls in flight
+    storage_gib: Usage
+    running_gpus: int
+    max_gpus: int
+    jobs_by_state: dict[str, int]
+    blocked_reason: str
+
+
+def agent_budgets() -> list[AgentBudgetLine]:
+    accounts = {a.name: a for a in ClusterAccount.objects.all()}
+    lines = []
+    for agent in Agent.objects.order_by("name"):
+        account = accounts.get(agent.cluster_account)
+        credit = Usage(
+            used=float(agent.credit_spent + agent.credit_reserved), limit=float(agent.credit_limit)
+        )
+        if account is None:
+            lines.append(
+                AgentBudgetLine(
+                    agent=agent.name,
+                    active=agent.active,
+                    period="",
+                    gpu_hours=Usage(0, 0),
+                    api_credit_usd=credit,
+                    storage_gib=Usage(0, 0),
+                    running_gpus=0,
+                    max_gpus=0,
+                    jobs_by_state={},
+                    blocked_reason="no cluster account",
+                )  # fmt: skip
+            )
+            continue
+        states = dict(
+            Job.objects.filter(account=account)
+            .values_list("state")
+            .annotate(n=Count("id"))
+            .values_list("state", "n")
+        )
+        running = Job.objects.filter(account=account, state=Job.State.RUNNING)
+        lines.append(
+            AgentBudgetLine(
+                agent=agent.name,
+                active=agent.active,
+                period=account.period,
+                gpu_hours=Usage(
+                    used=gpu_seconds_charged(account, period=account.period) / 3600,
+                    limit=float(account.gpu_hours_limit),
+                ),
+                api_credit_usd=credit,
+                storage_gib=Usage(
+                    used=account.storage_bytes_used / 1024**3,
+                    limit=float(account.storage_gib_limit),
+                ),
+                running_gpus=sum(j.gpus for j in running),
+                max_gpus=account.max_gpus + account.max_preemptible_gpus,
+                jobs_by_state=states,
+                blocked_reason=account.submissions_blocked_reason,
+            )
+        )
+    return lines
+
+
+# -- jobs ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JobLine:
+    agent: str
+    scheduler_id: str
+    backend: str
+    name: str
+    state: str
+    reason: str
+    qos: str
+    gpus: int
+    gpu_hours_charged: float
+    submitted_at: dt.datetime
+    started_at: dt.datetime | None
+    ended_at: dt.datetime | None
+
+
+def jobs_recent(*, agent: str | None = None, limit: int = RECENT_JOBS) -> list[JobLine]:
+    owners = dict(Agent.objects.values_list("cluster_account", "name"))
+    jobs = Job.objects.select_related("account").order_by("-submitted_at")
+    if agent:
+        account = Agent.objects.filter(name=agent).values_list("cluster_account", flat=True)
+        jobs = jobs.filter(account__name__in=account)
+    return [
+        JobLine(
+            agent=owners.get(job.account.name, job.account.name),
+            scheduler_id=job.scheduler_id,
+            backend=job.backend,
+            name=job.name,
+            state=job.state,
+            reason=job.reason,
+            qos=job.qos,
+            gpus=job.gpus,
+            gpu_hours_charged=job.gpu_seconds_charged / 3600,
+            submitted_at=job.submitted_at,
+            started_at=job.started_at,
+            ended_at=job.ended_at,
+        )
+        for job in jobs[:limit]
+    ]
+
+
+# -- nominations -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NominationLine:
+    agent: str
+    phase: str
+    checkpoint: str
+    job: str
+    card_fields: dict[str, str]  # the card's front matter, as text
+    card_html: str  # the card's body, Markdown rendered and sanitised
+    updated_at: dt.datetime
+
+
+def card_body(card: str) -> str:
+    """The model card without its YAML front matter (shown separately, as fields)."""
+    if card.startswith("---\n") and "\n---" in card[4:]:
+        return card[4:].split("\n---", 1)[1].lstrip("-").lstrip("\n")
+    return card
+
+
+def _field_texts(fields: object) -> dict[str, str]:
+    if not isinstance(fields, dict):
+        return {}
+    return {
+        str(name): ", ".join(map(str, value)) if isinstance(value, list) else str(value)
+        for name, value in fields.items()
+    }
+
+
+def nominations_all() -> list[NominationLine]:
+    nominations = Nomination.objects.select_related("agent", "phase", "checkpoint__job").order_by(
+        "phase__starts_at", "agent__name"
+    )
+    return [
+        NominationLine(
+            agent=n.agent.name,
+            phase=n.phase.label,
+            checkpoint=n.checkpoint.path,
+            job=n.checkpoint.job.scheduler_id,
+            card_fields=_field_texts(n.card_fields),
+            card_html=render_markdown(card_body(n.model_card)),
+            updated_at=n.updated_at,
+        )
+        for n in nominations
+    ]
+
+
+# -- leaderboards per phase ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PhaseLeaderboard:
+    phase: str
+    n_battles: int
+    computed_at: dt.datetime | None
+    style: dict[str, Any] | None  # {"scores": [{"model", "score", "ci_low", ...}], ...}
+    raw: dict[str, Any] | None
+
+
+def leaderboards_by_phase() -> list[PhaseLeaderboard]:
+    boards = []
+    for label in Phase.objects.order_by("starts_at", "number").values_list("label", flat=True):
+        snapshot = snapshot_latest(phase=label)
+        boards.append(
+            PhaseLeaderboard(
+                phase=label,
+                n_battles=snapshot.n_battles if snapshot else 0,
+                computed_at=snapshot.created_at if snapshot else None,
+                style=snapshot.style if snapshot else None,
+                raw=snapshot.raw if snapshot else None,
+            )
+        )
+    return boards
+
+
+# -- sections other apps provide -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OrganizerSection:
+    """A titled table for the dashboard. Cells are plain text (escaped when shown)."""
+
+    title: str
+    columns: list[str]
+    rows: list[list[str]]
+    note: str = ""
+
+
+# The evaluation suite and the audit render their results here when they exist. Each entry is
+# "module:function"; the function takes no arguments and returns a list of OrganizerSection.
+# They are imported when the dashboard is shown, so the dependency points from the organizer's
+# view to those apps, never back; an entry whose module does not exist yet is skipped.
+SECTION_PROVIDERS: list[str] = [
+    "evalsuite.organizer:organizer_sections",
+    "safety.organizer:organizer_sections",
+]
+
+
+def provided_sections(providers: list[str] | None = None) -> list[OrganizerSection]:
+    sections: list[OrganizerSection] = []
+    for entry in SECTION_PROVIDERS if providers is None else providers:
+        module_name, _, function_name = entry.partition(":")
+        try:
+            module = import_module(module_name)
+        except ModuleNotFoundError as missing:
+            if missing.name and module_name.startswith(missing.name):
+                continue  # that app has no dashboard section (yet)
+            raise
+        provider: Callable[[], list[OrganizerSection]] = getattr(module, function_name)
+        try:
+            sections.extend(provider())
+        except Exception as error:  # one broken provider must not take the dashboard down
+            log.exception("organizer section provider %s failed", entry)
+            sections.append(
+                OrganizerSection(
+                    title=entry, columns=[], rows=[], note=f"could not be shown: {error}"
+                )
+            )
+    return sections
+
+
+# -- the whole page --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Dashboard:
+    now: dt.datetime
+    timeline: list[PhaseLine]
+    next_up: PhaseLine | None
+    budgets: list[AgentBudgetLine]
+    jobs: list[JobLine]
+    jobs_agent: str  # the agent the job list is filtered to, "" for all
+    nominations: list[NominationLine]
+    leaderboards: list[PhaseLeaderboard]
+    sections: list[OrganizerSection] = field(default_factory=list)
+    agents: list[str] = field(default_factory=list)
+
+
+def organizer_dashboard(*, now: dt.datetime | None = None, jobs_agent: str = "") -> Dashboard:
+    now = now or timezone.now()
+    timeline = phase_timeline(now=now)
+    return Dashboard(
+        now=now,
+        timeline=timeline,
+        next_up=next_event(timeline, now=now),
+        budgets=agent_budgets(),
+        jobs=jobs_recent(agent=jobs_agent or None),
+        jobs_agent=jobs_agent,
+        nominations=nominations_all(),
+        leaderboards=leaderboards_by_phase(),
+        sections=provided_sections(),
+        agents=list(Agent.objects.order_by("name").values_list("name", flat=True)),
+    )
