@@ -11,6 +11,7 @@ so a 30B checkpoint is checked in seconds and without its memory.
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,10 +30,16 @@ class CheckpointFacts:
     weight_files: list[str]
 
 
+# transformers imports lazily; two request threads importing it for the first time at once
+# can see a half-initialised module ("cannot import name 'AutoConfig'"), so one at a time.
+_IMPORT_LOCK = threading.Lock()
+
+
 def inspect_checkpoint(path: Path) -> CheckpointFacts:
-    import torch
-    from safetensors import safe_open
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    with _IMPORT_LOCK:
+        import torch
+        from safetensors import safe_open
+        from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     if not path.is_dir():
         raise CheckpointInvalid(f"{path} is not a directory")

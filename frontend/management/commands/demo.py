@@ -14,80 +14,139 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from arena.battles.selectors import default_prompts
 from arena.battles.services import prompts_load
-from arena.serving.backends import serving_backend_from_settings
-from arena.serving.models import Contestant
-from arena.serving.services import contestant_register
+from arena.leaderboard.services import phase_leaderboard_fit
+from arena.phases.serving import ArenaServers
+from frontend.competition_demo import (
+    StageClock,
+    agent_changes,
+    agents_provision,
+    agents_run,
+    arena_close_now,
+    competition_reset,
+    competition_start,
+    crowd_vote,
+    leaderboard_lines,
+    nominations_of,
+    phase_end_now,
+    serve,
+    tick,
+)
 from infra.tiny_models import build_tiny_models
-
-# The demo's contestants: display name -> checkpoint directory under ARENA_MODELS_DIR.
-DEMO_CONTESTANTS = {"tiny-base": "base", "tiny-instruct": "instruct", "tiny-markdown": "markdown"}
 
 
 class Command(BaseCommand):
     help = (
-        "Run the arena on embedded defaults: build the tiny models, start one model server per "
-        "contestant, and serve the voting site until Ctrl-C."
+        "Run a whole small competition on embedded defaults: build the tiny models, provision "
+        "three reference agents, phase 1 (real training), freeze and serve, the arena with a "
+        "simulated crowd, phase 2 with each agent's own votes as feedback, and the final "
+        "leaderboard; then keep the site up for a person to look around and vote (Ctrl-C stops)."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--host", default="127.0.0.1")
         parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument("--no-crowd", action="store_true", help="people vote, not the crowd")
+        parser.add_argument(
+            "--votes", type=int, default=80, help="crowd battles per phase (default 80)"
+        )
+        parser.add_argument(
+            "--exit", action="store_true", help="stop at the end instead of serving the site"
+        )
 
     def handle(self, *args: object, **options: object) -> None:
         host, port = str(options["host"]), int(options["port"])  # type: ignore[call-overload]
+        votes = int(options["votes"])  # type: ignore[call-overload]
+        crowd = not options["no_crowd"]
         if not _port_free(host, port):
             raise CommandError(f"{host}:{port} is in use; pass --port to use another")
-        started = time.monotonic()
+        if os.geteuid() != 0:
+            raise CommandError("the demo provisions agents as Unix users: run it as root")
+        clock = StageClock()
+        say = self._say
+        clock.stage("database")
         self._step("database")
         call_command("migrate", interactive=False, verbosity=0)
         prompts_load(texts=default_prompts())
 
+        clock.stage("tiny models")
         self._step(f"tiny models in {settings.ARENA_MODELS_DIR}")
-        build_tiny_models(
-            settings.ARENA_MODELS_DIR, log=lambda line: self.stdout.write(f"    {line}")
-        )
+        build_tiny_models(settings.ARENA_MODELS_DIR, log=lambda line: say(f"    {line}"))
+        base = settings.ARENA_MODELS_DIR / "base"
+        instruct = settings.ARENA_MODELS_DIR / "instruct"
 
-        self._step("model servers (transformers serve, one per contestant)")
-        backend = serving_backend_from_settings()
         site: subprocess.Popen[bytes] | None = None
+        servers = ArenaServers()
         stop = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        url = f"http://{host}:{port}"
         try:
-            checkpoints = [settings.ARENA_MODELS_DIR / d for d in DEMO_CONTESTANTS.values()]
-            endpoints = backend.start(checkpoints)
-            Contestant.objects.exclude(display_name__in=DEMO_CONTESTANTS).update(active=False)
-            for name, checkpoint, endpoint in zip(
-                DEMO_CONTESTANTS, checkpoints, endpoints, strict=True
-            ):
-                contestant_register(
-                    display_name=name, endpoint=endpoint, checkpoint_path=str(checkpoint)
-                )
-                self.stdout.write(f"    {name:<14} {endpoint.base_url}")
+            clock.stage("site")
+            self._step("voting site and agent API (daphne)")
+            site = _start_site(host, port)
+            settings.AGENTS_ARENA_URL = url
 
-            self._step("voting site (daphne)")
-            site = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "daphne",
-                    "-b",
-                    host,
-                    "-p",
-                    str(port),
-                    "--access-log",
-                    str(settings.VAR_DIR / "logs" / "site-access.log"),
-                    "arena.asgi:application",
-                ],
-                env=os.environ.copy(),
-                start_new_session=True,
-            )
-            _wait_for_port(host, port, site)
-            url = f"http://{host}:{port}/"
+            clock.stage("agents")
+            self._step("competition and three reference agents")
+            competition_reset()
+            competition = competition_start(base, instruct)
+            agents = agents_provision(say)
+            tick(say)
+            phase_1, phase_2 = competition.phases.order_by("number")
+
+            for phase, number in ((phase_1, 1), (phase_2, 2)):
+                clock.stage(f"{phase.label} training")
+                self._step(
+                    f"{phase.label}: the agents train ({'SFT/LoRA' if number == 1 else 'with their votes'})"
+                )
+                codes = agents_run(agents, number, say, base=base)
+                failed = [name for name, code in codes.items() if code != 0]
+                if failed:
+                    say(f"these agents stopped with an error: {', '.join(failed)}")
+                say(f"nominated: {', '.join(nominations_of(phase)) or 'nobody'}")
+
+                clock.stage(f"{phase.label} freeze and serving")
+                self._step(f"{phase.label}: freeze, and serve the nominated models")
+                phase.refresh_from_db()
+                phase_end_now(phase)
+                tick(say)
+                serve(servers, say)
+
+                clock.stage(f"{phase.label} arena")
+                if crowd:
+                    self._step(
+                        f"{phase.label}: the arena — a simulated crowd votes ({votes} battles)"
+                    )
+                    for line in crowd_vote(url, votes, say, seed=number).splitlines():
+                        say(line)
+                else:
+                    self._step(
+                        f"{phase.label}: the arena is open at {url}/ — vote, then press Enter"
+                    )
+                    input()
+                if number == 1:
+                    arena_close_now(competition, phase)  # phase 2 starts: feedback goes out
+                    tick(say)
+                else:
+                    # The last arena stays open for people; its table so far is the result.
+                    phase_leaderboard_fit(phase=phase.label)
+                for line in leaderboard_lines(phase.label):
+                    say(line)
+
+            clock.stage("final report")
+            self._step("the final leaderboard and each agent's change")
+            for line in agent_changes(agents):
+                say(line)
+            clock.finish()
+            self._step("wall time by stage")
+            for name, seconds in clock.stages:
+                say(f"  {name:<28} {seconds:6.0f} s")
+            say(f"  {'total':<28} {sum(s for _, s in clock.stages):6.0f} s")
+            if options["exit"]:
+                return
             self.stdout.write(
                 self.style.SUCCESS(
-                    f"\nRSI Arena is ready at {url}  (started in {time.monotonic() - started:.0f} s)\n"
-                    "Open it in a browser, type a prompt, and vote. Ctrl-C stops everything.\n"
-                    f"Leaderboard: {url}leaderboard/  ·  live screen: {url}leaderboard/live\n"
+                    f"\nRSI Arena is up at {url}/ — vote, see {url}/leaderboard/ and the organizer"
+                    f" dashboard at {url}/organizer/. Ctrl-C stops everything.\n"
                 )
             )
             while not stop.wait(1.0):
@@ -103,12 +162,35 @@ class Command(BaseCommand):
                     site.wait(timeout=10)
                 except subprocess.TimeoutExpired:
                     os.killpg(site.pid, signal.SIGKILL)
-            backend.stop()
-            Contestant.objects.filter(display_name__in=DEMO_CONTESTANTS).update(active=False)
+            servers.stop()
             self.stdout.write("stopped cleanly")
 
     def _step(self, what: str) -> None:
         self.stdout.write(self.style.MIGRATE_HEADING(f"==> {what}"))
+
+    def _say(self, line: str) -> None:
+        self.stdout.write(f"    {line}")
+        self.stdout.flush()
+
+
+def _start_site(host: str, port: int) -> subprocess.Popen[bytes]:
+    (settings.VAR_DIR / "logs").mkdir(parents=True, exist_ok=True)
+    site = subprocess.Popen(
+        [
+            sys.executable, "-m", "daphne", "-b", host, "-p", str(port),
+            "--access-log", str(settings.VAR_DIR / "logs" / "site-access.log"),
+            "arena.asgi:application",
+        ],
+        # The crowd votes from one address, faster than the limits meant for people allow.
+        env={
+            **os.environ,
+            "ARENA_BATTLES_PER_MINUTE": "1000",
+            "ARENA_BATTLES_PER_MINUTE_PER_IP": "10000",
+        },
+        start_new_session=True,
+    )  # fmt: skip
+    _wait_for_port(host, port, site)
+    return site
 
 
 def _port_free(host: str, port: int) -> bool:

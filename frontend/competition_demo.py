@@ -1,0 +1,221 @@
+"""The whole competition, small: what `make demo` runs.
+
+Three reference agents with different recipes train the tiny base model in phase 1 (real TRL
+jobs on the cluster backend), the organizer freezes, the nominated models and the references
+are served, a simulated crowd votes through the real site, phase 2 gives each agent the votes
+about its own model, they train again, and the final leaderboard shows each agent's change.
+Every step goes through the same services, API and CLI as the real thing; the only liberty
+taken is the organizer ending each phase as soon as every agent has nominated, instead of
+waiting for the calendar.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+
+from django.conf import settings
+from django.utils import timezone
+
+from agents.models import Agent, Nomination
+from agents.reference.install import reference_agent_install
+from agents.sandboxes import UnixSandboxes
+from agents.services import agent_deprovision, agent_provision
+from arena.competition.models import Competition, Phase
+from arena.leaderboard.models import RatingSnapshot
+from arena.leaderboard.selectors import snapshot_latest
+from arena.phases.services import REFERENCE_NAMES, competition_plan, phases_tick
+from arena.phases.serving import ArenaServers
+from frontend.crowd import crowd_run
+
+# name -> recipe: three different agents, so the arena has something to compare.
+DEMO_AGENTS = {"ref_sft": "sft", "ref_lora": "lora", "ref_dpo": "sft-dpo"}
+COMPETITION = "demo"
+
+Say = Callable[[str], None]
+
+
+@dataclass
+class StageClock:
+    """Wall time per stage, for the closing table."""
+
+    stages: list[tuple[str, float]] = field(default_factory=list)
+    _started: float = field(default_factory=time.monotonic)
+    _current: str | None = None
+
+    def stage(self, name: str) -> None:
+        now = time.monotonic()
+        if self._current is not None:
+            self.stages.append((self._current, now - self._started))
+        self._current, self._started = name, now
+
+    def finish(self) -> None:
+        self.stage("(end)")
+        self._current = None
+
+
+def competition_reset() -> None:
+    """Forget an earlier demo run (its rows), keeping the models and the sandboxes' files."""
+    Competition.objects.filter(name=COMPETITION).delete()
+
+
+def competition_start(base: Path, instruct: Path) -> Competition:
+    """A two-phase competition starting now; the organizer ends phases early (see module doc)."""
+    return competition_plan(
+        name=COMPETITION,
+        base_model=str(base),
+        instruct_model=str(instruct),
+        starts_at=timezone.now(),
+        phase_lengths=[timedelta(hours=6), timedelta(hours=3)],
+        arena_length=timedelta(hours=1),
+    )
+
+
+def agents_provision(say: Say) -> list[Agent]:
+    sandboxes = UnixSandboxes(settings.AGENTS_SANDBOX_ROOT)
+    agents = []
+    for name in DEMO_AGENTS:
+        if Agent.objects.filter(name=name, active=True).exists():
+            agent_deprovision(name=name, sandboxes=sandboxes)
+        provisioned = agent_provision(name=name, sandboxes=sandboxes)
+        reference_agent_install(Path(provisioned.agent.sandbox), provisioned.agent.unix_user)
+        agents.append(provisioned.agent)
+        say(f"{name:<9} sandbox {provisioned.agent.sandbox}, recipe {DEMO_AGENTS[name]}")
+    return agents
+
+
+def agents_run(agents: list[Agent], phase: int, say: Say, *, base: Path) -> dict[str, int]:
+    """Run every agent's reference script for `phase` at once, as its own Unix user; their
+    output is shown prefixed by their name. Returns each agent's exit code."""
+    python = settings.AGENTS_TRAIN_PYTHON
+    if settings.CLUSTER_BACKEND == "local" and not Path(python).exists():
+        python = sys.executable  # local jobs run as the platform's user, who can run it
+    processes = {}
+    for agent in agents:
+        home = agent.sandbox
+        command = [
+            "runuser", "-u", agent.unix_user, "--", "env", f"HOME={home}",
+            f"ARENA_TRAIN_PYTHON={python}", f"PYTHONPATH={home}/reference-agent",
+            "/usr/bin/python3", "-m", "agents.reference", f"phase{phase}",
+            "--recipe", DEMO_AGENTS[agent.name],
+            *(["--base-model", str(base)] if phase == 1 else []),
+        ]  # fmt: skip
+        processes[agent.name] = subprocess.Popen(
+            command, cwd=home, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+    threads = [
+        threading.Thread(target=_relay, args=(name, process, say), daemon=True)
+        for name, process in processes.items()
+    ]
+    for thread in threads:
+        thread.start()
+    codes = {name: process.wait() for name, process in processes.items()}
+    for thread in threads:
+        thread.join(timeout=5)
+    return codes
+
+
+def _relay(name: str, process: subprocess.Popen[str], say: Say) -> None:
+    assert process.stdout is not None
+    for line in process.stdout:
+        say(f"[{name}] {line.rstrip()}")
+
+
+def phase_end_now(phase: Phase) -> None:
+    """The organizer ends a phase now (every agent has nominated) and opens its arena."""
+    Phase.objects.filter(pk=phase.pk).update(ends_at=timezone.now())
+
+
+def arena_close_now(competition: Competition, phase: Phase) -> None:
+    """The organizer closes a phase's arena now: the next phase starts now (keeping its
+    length), or the last phase's arena closes."""
+    now = timezone.now()
+    following = competition.phases.filter(number=phase.number + 1).first()
+    if following is None:
+        Phase.objects.filter(pk=phase.pk).update(arena_closes_at=now)
+        return
+    length = following.ends_at - following.starts_at
+    Phase.objects.filter(pk=following.pk).update(starts_at=now, ends_at=now + length)
+
+
+def crowd_vote(url: str, battles: int, say: Say, *, seed: int) -> str:
+    def bar(done: int, wanted: int) -> None:
+        width = 30
+        filled = int(width * done / max(wanted, 1))
+        say(f"votes [{'#' * filled}{'.' * (width - filled)}] {done}/{wanted}")
+
+    report = crowd_run(url=url, voters=4, battles=battles, seed=seed, max_seconds=300, progress=bar)
+    return report.summary()
+
+
+def leaderboard_lines(label: str) -> list[str]:
+    snapshot = snapshot_latest(source=RatingSnapshot.Source.PHASE, phase=label)
+    if snapshot is None:
+        return [f"{label}: no counted votes"]
+    table = snapshot.style or snapshot.raw
+    lines = [f"{label} leaderboard ({table['method']}, {snapshot.n_battles} battles)"]
+    for row in table["scores"]:
+        lines.append(
+            f"  {row['rank']:>2}. {row['model']:<22} {row['score']:7.1f}"
+            f"  [{row['ci_low']:7.1f}, {row['ci_high']:7.1f}]  {row['n_battles']:>4} battles"
+        )
+    return lines
+
+
+def agent_changes(agents: list[Agent]) -> list[str]:
+    """Each agent's score in phase 1 and phase 2 (style-controlled when available), and the
+    change of its lead over the instruct reference, which fought in both phases: each phase's
+    scores are centred on that phase's own field, so the lead is the comparable number."""
+
+    def scores(label: str) -> dict[str, float]:
+        snapshot = snapshot_latest(source=RatingSnapshot.Source.PHASE, phase=label)
+        if snapshot is None:
+            return {}
+        table = snapshot.style or snapshot.raw
+        return {row["model"]: row["score"] for row in table["scores"]}
+
+    first, second = scores("phase-1"), scores("phase-2")
+    lines = [f"  {'agent':<9} {'phase-1':>8} {'phase-2':>8}   lead over instruct: 1 -> 2"]
+    for agent in agents:
+        before = first.get(f"{agent.name}-phase-1")
+        after = second.get(f"{agent.name}-phase-2")
+        lead_1 = _lead(before, first.get(REFERENCE_NAMES["instruct"]))
+        lead_2 = _lead(after, second.get(REFERENCE_NAMES["instruct"]))
+        change = f"{lead_2 - lead_1:+.1f}" if lead_1 is not None and lead_2 is not None else "n/a"
+        lines.append(
+            f"  {agent.name:<9} {_fmt(before)} {_fmt(after)}   {_fmt(lead_1)} -> {_fmt(lead_2)}"
+            f"  (change {change})"
+        )
+    return lines
+
+
+def _lead(score: float | None, reference: float | None) -> float | None:
+    return None if score is None or reference is None else score - reference
+
+
+def _fmt(score: float | None) -> str:
+    return f"{score:8.1f}" if score is not None else "     n/a"
+
+
+def nominations_of(phase: Phase) -> list[str]:
+    return list(
+        Nomination.objects.filter(phase=phase)
+        .values_list("agent__name", flat=True)
+        .order_by("agent__name")
+    )
+
+
+def tick(say: Say) -> None:
+    for transition in phases_tick():
+        say(f"{transition.phase.label}: {transition.from_state} -> {transition.to_state}")
+
+
+def serve(servers: ArenaServers, say: Say) -> None:
+    for name in servers.sync():
+        say(f"serving {name}")
