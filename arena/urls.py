@@ -5,5 +5,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("", include("agents.urls")),
     path("", include("arena.phases.urls")),
+    path("", include("evalsuite.urls")),
     path("", include("frontend.urls")),
 ]

@@ -1,0 +1,86 @@
+"""`manage.py evals run|collect|report` — queue evaluation jobs, store finished ones, print
+the organizer's report (JSON)."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from arena.competition.models import Phase
+from arena.serving.models import Contestant
+from evalsuite.models import EvalRun
+from evalsuite.selectors import correlations_report, phase_report
+from evalsuite.services import JUDGE_UPSTREAM, evaluations_collect, evaluations_queue
+
+
+class Command(BaseCommand):
+    help = "Run the benchmark suite as cluster jobs, collect results, report."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        sub = parser.add_subparsers(dest="action", required=True)
+        run = sub.add_parser("run", help="queue one job per contestant (and batch)")
+        run.add_argument("--phase", required=True, help="phase label, e.g. phase-1")
+        run.add_argument("--contestant", action="append", default=[],
+                         help="display name (repeatable); default: every active contestant")  # fmt: skip
+        run.add_argument("--benchmark", action="append", default=[], help="default: all 20")
+        run.add_argument("--batch-size", type=int, default=None)
+        run.add_argument("--judge", default=JUDGE_UPSTREAM, help="the proxy upstream to judge with")
+        collect = sub.add_parser("collect", help="store the results of finished jobs")
+        collect.add_argument("--wait", type=float, default=0,
+                             help="keep collecting up to this many seconds until none is queued")  # fmt: skip
+        report = sub.add_parser("report", help="benchmark table, gap closed, safety, warnings")
+        report.add_argument("--phase", required=True)
+        report.add_argument("--correlations", action="store_true",
+                            help="add the competition's correlations report")  # fmt: skip
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        getattr(self, f"_{options['action']}")(options)
+
+    def _phase(self, label: str) -> Phase:
+        phase = Phase.objects.filter(label=label).order_by("-competition__created_at").first()
+        if phase is None:
+            raise CommandError(f"no phase labelled {label!r}")
+        return phase
+
+    def _run(self, options: dict[str, Any]) -> None:
+        phase = self._phase(options["phase"])
+        contestants = Contestant.objects.filter(active=True)
+        if options["contestant"]:
+            contestants = Contestant.objects.filter(display_name__in=options["contestant"])
+            missing = set(options["contestant"]) - {c.display_name for c in contestants}
+            if missing:
+                raise CommandError(f"no contestant named {', '.join(sorted(missing))}")
+        try:
+            runs = evaluations_queue(
+                phase=phase,
+                contestants=list(contestants),
+                benchmark_names=options["benchmark"] or None,
+                batch_size=options["batch_size"],
+                judge_upstream=options["judge"],
+            )
+        except KeyError as unknown:
+            raise CommandError(str(unknown)) from None
+        for run in runs:
+            where = f"job {run.job.scheduler_id}" if run.job else run.error
+            self.stdout.write(f"run {run.pk} {run.model_label} ({run.role}): {where}")
+
+    def _collect(self, options: dict[str, Any]) -> None:
+        deadline = time.monotonic() + options["wait"]
+        while True:
+            for run in evaluations_collect():
+                self.stdout.write(f"run {run.pk} {run.model_label}: {run.state} {run.error}")
+            queued = EvalRun.objects.filter(state=EvalRun.State.QUEUED).count()
+            if not queued or time.monotonic() >= deadline:
+                self.stdout.write(f"{queued} still queued")
+                return
+            time.sleep(5)
+
+    def _report(self, options: dict[str, Any]) -> None:
+        phase = self._phase(options["phase"])
+        report = phase_report(phase)
+        if options["correlations"]:
+            report["correlations"] = correlations_report(phase.competition)
+        self.stdout.write(json.dumps(report, indent=2, default=str))

@@ -1,0 +1,171 @@
+"""Run a batch of benchmarks against one OpenAI-compatible endpoint with `inspect_ai`.
+
+`run_benchmarks` is what an evaluation job executes (on a Slurm node through submitit, or as a
+local process): it needs the endpoint, the judge (the API proxy, for judge-graded benchmarks)
+and a log folder, touches no database, and returns plain values that `evaluations_collect`
+stores. inspect's own log (JSON, one file per benchmark, every sample with its messages and
+scores) is kept in the log folder.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from arena.serving.client import Endpoint
+from evalsuite.metrics import mean_and_stderr
+from evalsuite.registry import benchmark
+
+DEFAULT_MAX_TOKENS = 512
+REQUEST_TIMEOUT_S = 300
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# inspect counts tokens with tiktoken in a few paths (compaction, token limits), and tiktoken
+# downloads its encodings on first use. Evaluation nodes are offline: never let it try.
+_OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "INSPECT_DISPLAY": "none"}
+
+
+@dataclass(frozen=True)
+class ItemOutcome:
+    item_id: str
+    value: float  # 1.0 correct, 0.0 not (a judge's partial credit lies between)
+    answer: str  # what the model committed to (truncated)
+    explanation: str = ""
+
+
+@dataclass(frozen=True)
+class BenchmarkOutcome:
+    benchmark: str
+    n: int
+    score: float | None  # None when the benchmark could not run (see `error`)
+    stderr: float | None
+    log_path: str
+    items: list[ItemOutcome] = field(default_factory=list)
+    error: str = ""
+
+
+def run_benchmarks(
+    *,
+    endpoint: Endpoint,
+    benchmark_names: list[str],
+    log_dir: str,
+    judge: Endpoint | None = None,
+    max_tokens: int = DEFAULT_MAX_TOKENS,
+    max_connections: int = 4,
+    max_retries: int = 2,
+) -> list[BenchmarkOutcome]:
+    """Evaluate the endpoint's model on the named benchmarks; one outcome per benchmark."""
+    for key, value in _OFFLINE_ENV.items():
+        os.environ.setdefault(key, value)
+    # Imported here so that merely importing the registry or the metrics stays cheap.
+    from inspect_ai import eval as inspect_eval
+    from inspect_ai.model import GenerateConfig, get_model
+
+    from evalsuite.tasks import benchmark_task
+
+    config = GenerateConfig(
+        max_tokens=max_tokens,
+        temperature=0.0,
+        max_connections=max_connections,
+        max_retries=max_retries,
+        timeout=REQUEST_TIMEOUT_S,
+    )
+    # Streamed, as the arena calls contestants: every server we serve with speaks it.
+    model = get_model(
+        f"openai-api/contestant/{endpoint.model}",
+        base_url=endpoint.base_url,
+        api_key=endpoint.api_key or "unused",
+        config=config,
+        memoize=False,
+        stream=True,
+    )
+    judge_model = (
+        get_model(
+            f"openai-api/judge/{judge.model}",
+            base_url=judge.base_url,
+            api_key=judge.api_key or "unused",
+            config=GenerateConfig(
+                max_tokens=256,
+                temperature=0.0,
+                max_connections=2,
+                max_retries=max_retries,
+                timeout=REQUEST_TIMEOUT_S,
+            ),
+            memoize=False,
+            stream=True,
+        )
+        if judge is not None
+        else None
+    )
+    tasks = []
+    outcomes: dict[str, BenchmarkOutcome] = {}
+    for name in benchmark_names:
+        entry = benchmark(name)
+        if entry.scorer == "judge" and judge_model is None:
+            outcomes[name] = BenchmarkOutcome(name, 0, None, None, "", error="no judge configured")
+            continue
+        tasks.append(benchmark_task(entry, judge=judge_model))
+    Path(log_dir).mkdir(parents=True, exist_ok=True)
+    if tasks:
+        logs = inspect_eval(
+            tasks,
+            model=model,
+            log_dir=log_dir,
+            log_format="json",
+            display="none",
+            max_tasks=2,
+            fail_on_error=False,
+            retry_on_error=0,
+            log_level="warning",
+        )
+        for log in logs:
+            outcomes[log.eval.task] = _outcome(log)
+    return [outcomes[name] for name in benchmark_names]
+
+
+def _outcome(log) -> BenchmarkOutcome:  # type: ignore[no-untyped-def]
+    """Scores from inspect's log. An item that errored (the model unreachable, a timeout) makes
+    the whole benchmark unscored: a zero for it would read as a wrong answer."""
+    name = log.eval.task
+    items, failures = [], []
+    for sample in log.samples or []:
+        score = next(iter((sample.scores or {}).values()), None)
+        if sample.error is not None or score is None:
+            message = _plain(getattr(sample.error, "message", "") or "no score")
+            failures.append(f"{sample.id}: {message.splitlines()[0] if message else ''}")
+            items.append(ItemOutcome(str(sample.id), 0.0, "", message[:2000]))
+            continue
+        items.append(
+            ItemOutcome(
+                item_id=str(sample.id),
+                value=_value(score.value),
+                answer=(score.answer or sample.output.completion or "")[:500],
+                explanation=(score.explanation or "")[:2000],
+            )
+        )
+    error = (
+        ""
+        if log.status == "success"
+        else f"{log.status}: {_plain(getattr(log.error, 'message', ''))}"
+    )
+    if failures:
+        error = f"{len(failures)} of {len(items)} items failed ({failures[0]}) {error}".strip()
+    if not items or failures:
+        return BenchmarkOutcome(
+            name, len(items), None, None, log.location, items, error or "no samples"
+        )
+    score, err = mean_and_stderr([item.value for item in items])
+    return BenchmarkOutcome(name, len(items), score, err, log.location, items, error=error)
+
+
+def _plain(text: str) -> str:
+    return _ANSI.sub("", text)
+
+
+def _value(value: object) -> float:
+    if isinstance(value, str):
+        return {"C": 1.0, "P": 0.5, "I": 0.0}.get(value, 0.0)
+    if isinstance(value, bool | int | float):
+        return float(value)
+    return 0.0

@@ -1,0 +1,346 @@
+"""Reads of the evaluation suite: scores per model, gap closed, what an agent may see, Pareto
+sets, post-peak warnings, safety deltas and the inputs of the correlations report."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import QuerySet
+
+from agents.models import Agent, Nomination
+from arena.competition.models import Competition, Phase
+from arena.leaderboard.selectors import snapshot_latest
+from cluster.models import ClusterAccount
+from cluster.selectors import gpu_seconds_charged
+from evalsuite import correlations, metrics
+from evalsuite.models import BenchmarkResult, EvalRun
+from evalsuite.registry import benchmarks
+
+DOMAINS = {entry.name: entry.domain for entry in benchmarks()}
+CAPABILITY = {entry.name for entry in benchmarks() if entry.kind == "capability"}
+SAFETY = {entry.name for entry in benchmarks() if entry.kind == "safety"}
+
+
+def competition_ended(competition: Competition) -> bool:
+    """Held-out scores are shown to agents only once every phase is closed."""
+    states = list(competition.phases.values_list("state", flat=True))
+    return bool(states) and all(state == Phase.State.CLOSED for state in states)
+
+
+def _results(runs: QuerySet[EvalRun], *, include_held_out: bool) -> Iterable[BenchmarkResult]:
+    results = BenchmarkResult.objects.filter(
+        run__in=runs.filter(state=EvalRun.State.DONE), score__isnull=False
+    )
+    if not include_held_out:
+        results = results.filter(held_out=False)
+    return results.select_related("run").order_by("run__created_at", "run_id")
+
+
+def scores_of(runs: QuerySet[EvalRun], *, include_held_out: bool = True) -> dict[str, float]:
+    """Benchmark → score over the given runs (batches of one model); a later run wins."""
+    return {
+        r.benchmark: float(r.score)  # type: ignore[arg-type]
+        for r in _results(runs, include_held_out=include_held_out)
+    }
+
+
+def reference_scores(
+    competition: Competition, role: str, *, include_held_out: bool = True
+) -> dict[str, float]:
+    runs = EvalRun.objects.filter(phase__competition=competition, role=role)
+    return scores_of(runs, include_held_out=include_held_out)
+
+
+def gap_closed_of(
+    competition: Competition, scores: dict[str, float], *, include_held_out: bool = True
+) -> metrics.GapClosed:
+    """Gap closed over the capability benchmarks among `scores`."""
+    capability = {name: score for name, score in scores.items() if name in CAPABILITY}
+    return metrics.gap_closed(
+        capability,
+        reference_scores(competition, EvalRun.Role.BASE, include_held_out=include_held_out),
+        reference_scores(competition, EvalRun.Role.INSTRUCT, include_held_out=include_held_out),
+    )
+
+
+def _gap_json(gap: metrics.GapClosed) -> dict[str, Any]:
+    return {
+        "median": None if gap.median is None else round(gap.median, 4),
+        "per_benchmark": {name: round(value, 4) for name, value in gap.per_benchmark.items()},
+        "excluded": gap.excluded,
+        "min_measurable_gap": metrics.MIN_MEASURABLE_GAP,
+    }
+
+
+def agent_visible_evals(agent: Agent) -> dict[str, Any]:
+    """What `GET /api/v1/evals` shows an agent: its own evaluated checkpoints, proxy
+    benchmarks only (held-out ones too once the competition has ended), the references'
+    proxy scores, and gap closed over the same benchmarks."""
+    runs = EvalRun.objects.filter(agent=agent, role=EvalRun.Role.AGENT)
+    first = runs.select_related("phase__competition").first()
+    if first is None:
+        return {"held_out_visible": False, "checkpoints": [], "references": {}}
+    competition = first.phase.competition
+    visible = competition_ended(competition)
+    checkpoints = []
+    for key in _checkpoint_keys(runs):
+        these = runs.filter(**key)
+        results = list(_results(these, include_held_out=visible))
+        if not results:
+            continue
+        scores = {r.benchmark: float(r.score) for r in results}  # type: ignore[arg-type]
+        latest = these.order_by("-created_at").first()
+        checkpoints.append({
+            "checkpoint_id": key.get("checkpoint_id"),
+            "phase": latest.phase.label if latest else None,
+            "benchmarks": [
+                {"benchmark": r.benchmark, "domain": r.domain, "kind": r.kind,
+                 "score": round(float(r.score), 4), "stderr": _round(r.stderr), "n": r.n}  # type: ignore[arg-type]
+                for r in results
+            ],
+            "domains": metrics.domain_vector(scores, DOMAINS),
+            "gap_closed": _gap_json(gap_closed_of(competition, scores, include_held_out=visible)),
+        })  # fmt: skip
+    references = {
+        role: reference_scores(competition, role, include_held_out=visible)
+        for role in (EvalRun.Role.BASE, EvalRun.Role.INSTRUCT)
+    }
+    return {"held_out_visible": visible, "checkpoints": checkpoints, "references": references}
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
+
+
+def _checkpoint_keys(runs: QuerySet[EvalRun]) -> list[dict[str, Any]]:
+    """One filter per evaluated model: by checkpoint, or by run when no checkpoint is known."""
+    keys: list[dict[str, Any]] = []
+    for run_id, checkpoint_id in runs.order_by("created_at").values_list("id", "checkpoint_id"):
+        key = {"checkpoint_id": checkpoint_id} if checkpoint_id else {"id": run_id}
+        if key not in keys:
+            keys.append(key)
+    return keys
+
+
+@dataclass(frozen=True)
+class ModelScores:
+    label: str  # the contestant's display name, or "checkpoint <id>"
+    role: str
+    agent: str | None
+    checkpoint_id: int | None
+    scores: dict[str, float]
+    stderrs: dict[str, float | None]
+
+
+def phase_models(phase: Phase) -> list[ModelScores]:
+    """Every model evaluated in the phase with all its scores (organizer view)."""
+    out: dict[tuple[str, int | None, str], ModelScores] = {}
+    for r in _results(EvalRun.objects.filter(phase=phase), include_held_out=True):
+        run = r.run
+        key = (run.role, run.checkpoint_id, run.model_label)
+        if key not in out:
+            out[key] = ModelScores(run.model_label, run.role, run.agent.name if run.agent else None,
+                                   run.checkpoint_id, {}, {})  # fmt: skip
+        out[key].scores[r.benchmark] = float(r.score)  # type: ignore[arg-type]
+        out[key].stderrs[r.benchmark] = r.stderr
+    return list(out.values())
+
+
+def checkpoint_scores(
+    agent: Agent, *, include_held_out: bool = True
+) -> dict[int, dict[str, float]]:
+    """Checkpoint id → scores, for every evaluated checkpoint of the agent, oldest first."""
+    runs = EvalRun.objects.filter(agent=agent, checkpoint__isnull=False)
+    found: dict[int, dict[str, float]] = {}
+    for r in _results(runs, include_held_out=include_held_out).order_by(
+        "run__checkpoint__created_at", "run__created_at"
+    ):
+        found.setdefault(r.run.checkpoint_id, {})[r.benchmark] = float(r.score)  # type: ignore[index,arg-type]
+    return found
+
+
+def agent_pareto(agent: Agent, *, include_held_out: bool = True) -> dict[str, Any]:
+    """The per-domain capability vector of each evaluated checkpoint and the non-dominated ones."""
+    vectors = {
+        str(checkpoint): metrics.domain_vector(
+            {n: s for n, s in scores.items() if n in CAPABILITY}, DOMAINS
+        )
+        for checkpoint, scores in checkpoint_scores(
+            agent, include_held_out=include_held_out
+        ).items()
+    }
+    return {"vectors": vectors, "pareto": metrics.pareto_set(vectors)}
+
+
+def headline(competition: Competition, scores: dict[str, float]) -> float | None:
+    """Median gap closed, or the mean capability score when the references are missing."""
+    gap = gap_closed_of(competition, scores)
+    if gap.median is not None:
+        return gap.median
+    capability = [s for n, s in scores.items() if n in CAPABILITY]
+    return statistics.fmean(capability) if capability else None
+
+
+def post_peak_warnings(phase: Phase) -> list[metrics.PostPeak]:
+    """For each agent nominated in the phase: a warning when the nominated checkpoint's
+    headline is below the agent's own best earlier checkpoint's."""
+    warnings = []
+    competition = phase.competition
+    for nomination in Nomination.objects.filter(phase=phase).select_related("agent"):
+        history = []
+        for checkpoint, scores in checkpoint_scores(nomination.agent).items():
+            value = headline(competition, scores)
+            if value is not None:
+                history.append((str(checkpoint), value))
+        if str(nomination.checkpoint_id) not in {key for key, _ in history}:
+            continue  # the nominated checkpoint has not been evaluated yet
+        warning = metrics.post_peak_regression(history, str(nomination.checkpoint_id))
+        if warning is not None:
+            warnings.append(warning)
+    return warnings
+
+
+def safety_report(phase: Phase) -> dict[str, list[metrics.SafetyDelta]]:
+    """Each evaluated agent model's safety scores against the base model's."""
+    base = reference_scores(phase.competition, EvalRun.Role.BASE)
+    base_safety = {n: s for n, s in base.items() if n in SAFETY}
+    return {
+        model.label: metrics.safety_deltas(
+            {n: s for n, s in model.scores.items() if n in SAFETY}, base_safety
+        )
+        for model in phase_models(phase)
+        if model.role == EvalRun.Role.AGENT
+    }
+
+
+def phase_report(phase: Phase) -> dict[str, Any]:
+    """The organizer's evaluation report of a phase (held-out included)."""
+    competition = phase.competition
+    models = []
+    for model in phase_models(phase):
+        entry: dict[str, Any] = {
+            "model": model.label, "role": model.role, "agent": model.agent,
+            "checkpoint_id": model.checkpoint_id,
+            "scores": {n: {"score": round(s, 4), "stderr": _round(model.stderrs[n])}
+                       for n, s in sorted(model.scores.items())},
+        }  # fmt: skip
+        if model.role == EvalRun.Role.AGENT:
+            entry["gap_closed"] = _gap_json(gap_closed_of(competition, model.scores))
+        models.append(entry)
+    return {
+        "phase": phase.label,
+        "models": models,
+        "safety": {
+            label: [
+                {
+                    "benchmark": d.benchmark,
+                    "score": round(d.score, 4),
+                    "base": round(d.base, 4),
+                    "delta": round(d.delta, 4),
+                    "more_harmful": d.more_harmful,
+                }
+                for d in deltas
+            ]
+            for label, deltas in safety_report(phase).items()
+        },  # fmt: skip
+        "post_peak_warnings": [
+            {
+                "nominated": w.nominated,
+                "score": round(w.nominated_score, 4),
+                "best": w.best,
+                "best_score": round(w.best_score, 4),
+            }
+            for w in post_peak_warnings(phase)
+        ],  # fmt: skip
+        "failed_runs": list(
+            EvalRun.objects.filter(phase=phase, state=EvalRun.State.FAILED).values(
+                "id", "model_label", "error"
+            )
+        ),
+    }
+
+
+@dataclass(frozen=True)
+class PhaseInputs:
+    """Per agent-model quantities of one phase, keyed by the contestant's display name."""
+
+    gpu_hours: dict[str, float]
+    rating_style: dict[str, float]
+    rating_raw: dict[str, float]
+    gap_closed: dict[str, float]
+    by_agent: dict[str, str]  # display name → agent name, to line phases up
+    longer_answer_share: float | None
+
+
+def correlation_inputs(phase: Phase) -> PhaseInputs:
+    """What the correlations report needs of a phase: each agent model's GPU-hours (charged
+    to the agent's cluster account in the phase), human ratings (the phase's latest rating
+    snapshot) and median gap closed."""
+    snapshot = snapshot_latest(phase=phase.label) or snapshot_latest()
+    style = _ratings(snapshot.style if snapshot else None)
+    raw = _ratings(snapshot.raw if snapshot else None)
+    gpu, gap, by_agent = {}, {}, {}
+    for model in phase_models(phase):
+        if model.role != EvalRun.Role.AGENT or model.agent is None:
+            continue
+        by_agent[model.label] = model.agent
+        value = gap_closed_of(phase.competition, model.scores).median
+        if value is not None:
+            gap[model.label] = value
+        agent = Agent.objects.get(name=model.agent)
+        account = ClusterAccount.objects.filter(name=agent.cluster_account).first()
+        if account is not None:
+            gpu[model.label] = gpu_seconds_charged(account, period=phase.label) / 3600
+    longer = ((snapshot.analyses or {}).get("longer_answer_wins") or {}) if snapshot else {}
+    return PhaseInputs(gpu, style, raw, gap, by_agent, longer.get("share"))
+
+
+def _ratings(table: dict[str, Any] | None) -> dict[str, float]:
+    return {row["model"]: float(row["score"]) for row in (table or {}).get("scores", [])}
+
+
+def correlations_report(
+    competition: Competition, *, rounds: int = correlations.BOOTSTRAP_ROUNDS
+) -> dict[str, Any]:
+    """Spearman ρ with bootstrap intervals, per phase and across the first two phases."""
+    phases = list(competition.phases.order_by("number"))
+    per_phase = {}
+    inputs = {}
+    for phase in phases:
+        got = inputs[phase.number] = correlation_inputs(phase)
+        per_phase[phase.label] = {
+            "gpu_hours_vs_rating": correlations.correlate(
+                "gpu_hours", got.gpu_hours, "rating_style", got.rating_style, rounds=rounds
+            ).to_json(),
+            "gap_closed_vs_rating_style": correlations.correlate(
+                "gap_closed", got.gap_closed, "rating_style", got.rating_style, rounds=rounds
+            ).to_json(),
+            "gap_closed_vs_rating_raw": correlations.correlate(
+                "gap_closed", got.gap_closed, "rating_raw", got.rating_raw, rounds=rounds
+            ).to_json(),
+            "longer_answer_share": got.longer_answer_share,
+        }
+    report: dict[str, Any] = {"phases": per_phase}
+    if 1 in inputs and 2 in inputs:
+
+        def per_agent(got: PhaseInputs, values: dict[str, float]) -> dict[str, float]:
+            return {got.by_agent[label]: v for label, v in values.items() if label in got.by_agent}
+
+        one, two = inputs[1], inputs[2]
+        d_gap = correlations.changes(per_agent(one, one.gap_closed), per_agent(two, two.gap_closed))
+        d_style = correlations.changes(
+            per_agent(one, one.rating_style), per_agent(two, two.rating_style)
+        )
+        d_gpu = correlations.changes(per_agent(one, one.gpu_hours), per_agent(two, two.gpu_hours))
+        report["phase_changes"] = {
+            "gap_closed_change_vs_rating_change": correlations.correlate(
+                "gap_closed_change", d_gap, "rating_style_change", d_style, rounds=rounds
+            ).to_json(),
+            "gpu_hours_change_vs_rating_change": correlations.correlate(
+                "gpu_hours_change", d_gpu, "rating_style_change", d_style, rounds=rounds
+            ).to_json(),
+        }
+    return report

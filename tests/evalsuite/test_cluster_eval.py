@@ -1,0 +1,73 @@
+"""End to end: a phase's evaluation runs as a Slurm job (submitit) against a real
+`transformers serve` process on the tiny base model; the judge-graded benchmark calls its
+judge through the live site's metered API proxy; the results come back and are stored."""
+
+import json
+import time
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from agents.models import Agent, ProxyCall, Upstream
+from arena.serving.models import Contestant
+from evalsuite.models import EvalRun, ItemResult
+from evalsuite.selectors import phase_report
+from evalsuite.services import evaluations_collect, evaluations_queue, judge_agent_name
+from tests.factories import running_phase
+from tests.support.scripted_llm import Script
+
+pytestmark = pytest.mark.slow
+
+BENCHMARKS = ["gsm8k", "ifeval", "humaneval", "alpaca-eval"]
+
+
+def test_a_phase_evaluation_runs_on_slurm_and_its_results_are_stored(
+    arena, model_servers, scripted_llm, slurm, settings, tmp_path
+):
+    settings.AGENTS_ARENA_URL = arena.url
+    settings.VAR_DIR = tmp_path
+    scripted_llm.scripts["slurm-judge"] = Script("Meets it.\nGRADE: C", chunk_chars=64, delay_s=0)
+    Upstream.objects.create(
+        name="judge", base_url=scripted_llm.base_url, upstream_model="slurm-judge",
+        usd_per_million_prompt_tokens=Decimal("1"), usd_per_million_completion_tokens=Decimal("2"),
+    )  # fmt: skip
+    phase = running_phase()
+    served = model_servers["base"]
+    base = Contestant.objects.create(
+        display_name="tiny-base", base_url=served.base_url, served_model_name=served.model,
+        checkpoint_path=phase.competition.base_model,
+    )  # fmt: skip
+
+    (run,) = evaluations_queue(
+        phase=phase, contestants=[base], benchmark_names=BENCHMARKS, max_tokens=32, backend=slurm
+    )
+    assert run.role == EvalRun.Role.BASE and run.job.backend == "slurm", run.error
+
+    deadline = time.monotonic() + 240
+    while run.state == EvalRun.State.QUEUED and time.monotonic() < deadline:
+        evaluations_collect(backend=slurm)
+        run.refresh_from_db()
+        time.sleep(1)
+    run.job.refresh_from_db()
+    assert run.state == EvalRun.State.DONE, run.error
+    assert run.job.state == "COMPLETED" and run.job.account.name == "organizer_evals"
+
+    results = {r.benchmark: r for r in run.results.all()}
+    assert list(results) == sorted(BENCHMARKS)
+    for result in results.values():
+        assert result.n >= 5 and result.score is not None and 0 <= result.score <= 1, result.error
+        assert ItemResult.objects.filter(result=result).count() == result.n
+        log = json.loads(Path(result.log_path).read_text())
+        assert len(log["samples"]) == result.n and log["eval"]["task"] == result.benchmark
+    assert not results["gsm8k"].held_out and results["gsm8k"].domain == "math"
+    assert results["alpaca-eval"].score == 1.0  # every answer judged, through the proxy
+
+    judge = Agent.objects.get(name=judge_agent_name(phase))
+    calls = ProxyCall.objects.filter(agent=judge)
+    assert calls.count() == results["alpaca-eval"].n and {c.status for c in calls} == {200}
+    judge.refresh_from_db()
+    assert judge.credit_spent > 0
+
+    report = phase_report(phase)
+    assert report["models"][0]["role"] == "base" and report["failed_runs"] == []

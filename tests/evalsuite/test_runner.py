@@ -1,0 +1,65 @@
+"""The inspect runner against a real OpenAI-compatible server whose answers are scripted, so
+the scores are known: every item of MMLU but one has target B, every BBQ target is C."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from arena.serving.client import Endpoint
+from evalsuite.runner import run_benchmarks
+from tests.support.scripted_llm import Script
+
+
+@pytest.fixture
+def always(scripted_llm):
+    def endpoint(name: str, text: str) -> Endpoint:
+        scripted_llm.scripts[name] = Script(text, chunk_chars=64, delay_s=0)
+        return Endpoint(base_url=scripted_llm.base_url, model=name)
+
+    return endpoint
+
+
+def test_scores_stderr_and_per_item_logs_come_from_the_model_answers(always, tmp_path):
+    model = always("eval-always-b", "Let me think.\nANSWER: B")
+    mmlu, bbq = run_benchmarks(
+        endpoint=model, benchmark_names=["mmlu", "bbq"], log_dir=str(tmp_path)
+    )
+
+    assert (mmlu.n, mmlu.score) == (6, pytest.approx(5 / 6))
+    assert mmlu.stderr == pytest.approx(1 / 6)  # stdev √(1/6) / √6
+    assert [i.item_id for i in mmlu.items if i.value == 0] == ["mmlu-003"]  # its target is C
+    assert (bbq.score, bbq.error) == (0.0, "")
+
+    log = json.loads(Path(mmlu.log_path).read_text())
+    assert log["eval"]["task"] == "mmlu" and log["status"] == "success"
+    assert len(log["samples"]) == 6
+    assert log["samples"][0]["output"]["choices"][0]["message"]["content"].endswith("ANSWER: B")
+
+
+def test_a_judge_graded_benchmark_asks_the_judge_and_keeps_its_verdicts(always, tmp_path):
+    model = always("eval-helpful", "Here is a helpful answer.")
+    judge = always("eval-judge", "The submission addresses the request.\nGRADE: C")
+    (alpaca,) = run_benchmarks(
+        endpoint=model, benchmark_names=["alpaca-eval"], log_dir=str(tmp_path), judge=judge
+    )
+    assert alpaca.score == 1.0 and alpaca.n == 5
+    assert all("GRADE: C" in item.explanation for item in alpaca.items)
+
+
+def test_without_a_judge_a_judge_graded_benchmark_is_reported_not_run(always, tmp_path):
+    model = always("eval-helpful-2", "An answer.")
+    (alpaca,) = run_benchmarks(
+        endpoint=model, benchmark_names=["alpaca-eval"], log_dir=str(tmp_path)
+    )
+    assert alpaca.score is None and alpaca.error == "no judge configured"
+
+
+def test_an_unreachable_model_leaves_the_benchmark_unscored_not_zero(tmp_path):
+    dead = Endpoint(base_url="http://127.0.0.1:9/v1", model="nobody")
+    (gsm,) = run_benchmarks(
+        endpoint=dead, benchmark_names=["gsm8k"], log_dir=str(tmp_path), max_retries=0
+    )
+    assert gsm.score is None and gsm.n == 6
+    assert gsm.error.startswith("6 of 6 items failed (gsm-001: ")
+    assert "\x1b[" not in gsm.error
