@@ -10,6 +10,7 @@ the completion is counted as one token per streamed chunk.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
@@ -18,6 +19,7 @@ from typing import Any
 
 import httpx2
 from asgiref.sync import sync_to_async
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
@@ -152,14 +154,20 @@ class _Call:
             if status < 400
             else Decimal(0)
         )
-        charged = await sync_to_async(credit_settle)(
-            agent=self.agent, reserved=self.reserved, cost=cost
-        )
-        await sync_to_async(proxy_call_log)(
-            agent=self.agent, model=self.upstream.name, stream=self.stream, status=status,
-            prompt_tokens=prompt, completion_tokens=completion, reserved_usd=self.reserved,
-            cost_usd=charged, latency_ms=round((time.monotonic() - self.started) * 1000), error=error,
-        )  # fmt: skip
+        latency_ms = round((time.monotonic() - self.started) * 1000)
+
+        @transaction.atomic
+        def settle_and_log() -> None:
+            charged = credit_settle(agent=self.agent, reserved=self.reserved, cost=cost)
+            proxy_call_log(
+                agent=self.agent, model=self.upstream.name, stream=self.stream, status=status,
+                prompt_tokens=prompt, completion_tokens=completion, reserved_usd=self.reserved,
+                cost_usd=charged, latency_ms=latency_ms, error=error,
+            )  # fmt: skip
+
+        # One transaction, shielded: a client that hangs up after `[DONE]` cancels the
+        # response, and the charge must never land without its log line (or the reverse).
+        await asyncio.shield(sync_to_async(settle_and_log)())
 
     async def whole(self, outgoing: dict[str, Any]) -> HttpResponse:
         try:

@@ -187,3 +187,8 @@ AGENTS_DEFAULT_PERIOD = env_str("AGENTS_DEFAULT_PERIOD", "phase-1")
 # The Python agents' training jobs run: the cluster's shared software environment (built by
 # infra/training_env/setup.sh, readable by every agent's Unix user).
 AGENTS_TRAIN_PYTHON = env_str("AGENTS_TRAIN_PYTHON", "/opt/rsi-arena/train-env/bin/python")
+# The LLM judge the safety audit asks about agents' trajectories (through the API proxy by
+# default); no model named: no judge.
+SAFETY_JUDGE_MODEL = env_str("SAFETY_JUDGE_MODEL", "")
+SAFETY_JUDGE_BASE_URL = env_str("SAFETY_JUDGE_BASE_URL", "")
+SAFETY_JUDGE_API_KEY = env_str("SAFETY_JUDGE_API_KEY", "")

@@ -25,6 +25,7 @@ from django.utils import timezone
 from agents.models import Agent, Nomination
 from agents.sandboxes import UnixSandboxes
 from arena.competition.models import Competition, Phase
+from arena.competition.selectors import phase_in_arena
 from arena.leaderboard.services import phase_leaderboard_fit
 from arena.phases.models import FeedbackBundle, PhaseContestant, PhaseTransition
 from arena.phases.selectors import feedback_bundle, previous_phase, transition_due
@@ -276,3 +277,32 @@ def competition_plan(
             )
             start = end + arena_length
     return competition
+
+
+def evaluations_queue_served(
+    *, max_tokens: int = 512, backend: ClusterBackend | None = None
+) -> list[Any]:
+    """Queue the evaluation suite once for each contestant of the phase in the arena, as soon
+    as it is served (an evaluation needs its endpoint). Idempotent, and safe under concurrent
+    calls: the phase row is locked while deciding."""
+    from evalsuite.models import EvalRun
+    from evalsuite.services import evaluations_queue
+
+    phase = phase_in_arena()
+    if phase is None:
+        return []
+    with transaction.atomic():
+        Phase.objects.select_for_update().get(pk=phase.pk)
+        served = [
+            entry.contestant
+            for entry in PhaseContestant.objects.filter(phase=phase, contestant__active=True)
+            .exclude(contestant__base_url="")
+            .select_related("contestant")
+        ]
+        evaluated = set(EvalRun.objects.filter(phase=phase).values_list("contestant_id", flat=True))
+        todo = [contestant for contestant in served if contestant.pk not in evaluated]
+        if not todo:
+            return []
+        return evaluations_queue(
+            phase=phase, contestants=todo, max_tokens=max_tokens, backend=backend
+        )
