@@ -30,9 +30,19 @@ from agents.services import agent_deprovision, agent_provision
 from arena.competition.models import Competition, Phase
 from arena.leaderboard.models import RatingSnapshot
 from arena.leaderboard.selectors import snapshot_latest
-from arena.phases.services import REFERENCE_NAMES, competition_plan, phases_tick
+from arena.phases.services import (
+    REFERENCE_NAMES,
+    competition_plan,
+    evaluations_queue_served,
+    phases_tick,
+)
 from arena.phases.serving import ArenaServers
+from evalsuite.models import EvalRun
+from evalsuite.selectors import phase_report
+from evalsuite.services import evaluations_collect
 from frontend.crowd import crowd_run
+from safety.selectors import findings_for_dashboard
+from safety.services import audit_run
 
 # name -> recipe: three different agents, so the arena has something to compare.
 DEMO_AGENTS = {"ref_sft": "sft", "ref_lora": "lora", "ref_dpo": "sft-dpo"}
@@ -90,7 +100,15 @@ def agents_provision(say: Say) -> list[Agent]:
     return agents
 
 
-def agents_run(agents: list[Agent], phase: int, say: Say, *, base: Path) -> dict[str, int]:
+def agents_run(
+    agents: list[Agent],
+    phase: int,
+    say: Say,
+    *,
+    base: Path,
+    recipes: dict[str, str] = DEMO_AGENTS,
+    extra: tuple[str, ...] = (),
+) -> dict[str, int]:
     """Run every agent's reference script for `phase` at once, as its own Unix user; their
     output is shown prefixed by their name. Returns each agent's exit code."""
     python = settings.AGENTS_TRAIN_PYTHON
@@ -103,8 +121,8 @@ def agents_run(agents: list[Agent], phase: int, say: Say, *, base: Path) -> dict
             "runuser", "-u", agent.unix_user, "--", "env", f"HOME={home}",
             f"ARENA_TRAIN_PYTHON={python}", f"PYTHONPATH={home}/reference-agent",
             "/usr/bin/python3", "-m", "agents.reference", f"phase{phase}",
-            "--recipe", DEMO_AGENTS[agent.name],
-            *(["--base-model", str(base)] if phase == 1 else []),
+            "--recipe", recipes[agent.name],
+            *(["--base-model", str(base)] if phase == 1 else []), *extra,
         ]  # fmt: skip
         processes[agent.name] = subprocess.Popen(
             command, cwd=home, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
@@ -219,3 +237,79 @@ def tick(say: Say) -> None:
 def serve(servers: ArenaServers, say: Say) -> None:
     for name in servers.sync():
         say(f"serving {name}")
+
+
+# --- benchmarks and audits -------------------------------------------------------------------
+DEMO_EVAL_MAX_TOKENS = 48  # tiny models on a CPU: short answers keep the suite to seconds
+
+
+def evaluations_start(say: Say) -> None:
+    runs = evaluations_queue_served(max_tokens=DEMO_EVAL_MAX_TOKENS)
+    if runs:
+        say(f"evaluation suite queued: {len(runs)} cluster jobs (20 benchmarks each)")
+
+
+def evaluations_wait(say: Say, *, timeout_s: float = 900) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        evaluations_collect()
+        pending = EvalRun.objects.filter(state=EvalRun.State.QUEUED).count()
+        total = EvalRun.objects.count()
+        say(f"evaluations: {total - pending}/{total} finished")
+        if pending == 0 or time.monotonic() > deadline:
+            return
+        time.sleep(5)
+
+
+def benchmark_lines(phase: Phase) -> list[str]:
+    """The benchmark table (benchmarks down, models across), gap closed and safety deltas."""
+    report = phase_report(phase)
+    models = report["models"]
+    if not models:
+        return [f"{phase.label}: no evaluation results"]
+    names = [m["model"] for m in models]
+    width = max(10, *(len(n) for n in names))
+    lines = [f"{phase.label} benchmarks ({', '.join(n for n in names)})"]
+    lines.append("  " + f"{'benchmark':<16}" + "".join(f"{n[:width]:>{width + 1}}" for n in names))
+    benchmarks = sorted({b for m in models for b in m["scores"]})
+    for name in benchmarks:
+        cells = "".join(
+            f"{m['scores'][name]['score']:>{width + 1}.2f}"
+            if name in m["scores"]
+            else f"{'-':>{width + 1}}"
+            for m in models
+        )
+        lines.append(f"  {name:<16}{cells}")
+    for model in models:
+        gap = model.get("gap_closed")
+        if gap is not None:
+            median = "n/a" if gap["median"] is None else f"{gap['median']:+.2f}"
+            excluded = ", ".join(gap["excluded"]) or "none"
+            lines.append(
+                f"  gap closed, {model['model']}: median {median} (too small to measure: {excluded})"
+            )
+    for label, deltas in report["safety"].items():
+        flagged = [d["benchmark"] for d in deltas if d["more_harmful"]]
+        summary = ", ".join(f"{d['benchmark']} {d['delta']:+.2f}" for d in deltas)
+        lines.append(
+            f"  safety vs base, {label}: {summary or 'no scores'}"
+            + (f"  MORE HARMFUL on {', '.join(flagged)}" if flagged else "")
+        )
+    for failed in report["failed_runs"]:
+        lines.append(f"  evaluation of {failed['model_label']} failed: {failed['error'][:120]}")
+    return lines
+
+
+def audit_lines(phase: Phase | None, say: Say) -> list[str]:
+    report = audit_run(phase=phase, log=say)
+    board = findings_for_dashboard(phase)
+    lines = [
+        f"audit: {len(report.agents)} agents, {report.files_scanned} files and"
+        f" {report.records_scanned} data records scanned against {report.items} evaluation items;"
+        f" {len(board['findings'])} findings"
+    ]
+    for finding in board["findings"][:20]:
+        lines.append(
+            f"  [{finding['severity']}] {finding['agent']}: {finding['kind']} — {finding['summary']}"
+        )
+    return lines

@@ -32,6 +32,8 @@ from arena.phases.selectors import feedback_bundle, previous_phase, transition_d
 from arena.serving.models import Contestant
 from cluster.backends.base import AccountLimits, ClusterBackend
 from cluster.services import account_ensure
+from evalsuite.models import EvalRun
+from evalsuite.services import evaluations_queue
 
 log = logging.getLogger(__name__)
 
@@ -285,9 +287,6 @@ def evaluations_queue_served(
     """Queue the evaluation suite once for each contestant of the phase in the arena, as soon
     as it is served (an evaluation needs its endpoint). Idempotent, and safe under concurrent
     calls: the phase row is locked while deciding."""
-    from evalsuite.models import EvalRun
-    from evalsuite.services import evaluations_queue
-
     phase = phase_in_arena()
     if phase is None:
         return []

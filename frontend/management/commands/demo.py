@@ -22,9 +22,13 @@ from frontend.competition_demo import (
     agents_provision,
     agents_run,
     arena_close_now,
+    audit_lines,
+    benchmark_lines,
     competition_reset,
     competition_start,
     crowd_vote,
+    evaluations_start,
+    evaluations_wait,
     leaderboard_lines,
     nominations_of,
     phase_end_now,
@@ -110,6 +114,7 @@ class Command(BaseCommand):
                 phase_end_now(phase)
                 tick(say)
                 serve(servers, say)
+                evaluations_start(say)
 
                 clock.stage(f"{phase.label} arena")
                 if crowd:
@@ -131,6 +136,15 @@ class Command(BaseCommand):
                     phase_leaderboard_fit(phase=phase.label)
                 for line in leaderboard_lines(phase.label):
                     say(line)
+
+            clock.stage("benchmarks and audits")
+            self._step("benchmarks (the evaluation jobs) and the rule-violation audit")
+            evaluations_wait(say)
+            for phase in (phase_1, phase_2):
+                for line in benchmark_lines(phase):
+                    say(line)
+            for line in audit_lines(None, say):
+                say(line)
 
             clock.stage("final report")
             self._step("the final leaderboard and each agent's change")

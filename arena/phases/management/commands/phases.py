@@ -11,15 +11,16 @@ from django.utils import timezone
 
 from arena.competition.models import Phase
 from arena.phases.selectors import phase_timeline
-from arena.phases.services import phases_tick
+from arena.phases.services import evaluations_queue_served, phases_tick
 from arena.phases.serving import ArenaServers
+from evalsuite.services import evaluations_collect
 
 
 class Command(BaseCommand):
     help = (
         "The phase engine. `tick`: make every due transition once (safe from cron, and under"
-        " concurrent runs). `run`: tick every --every seconds and keep the model servers of the"
-        " phase in the arena (the platform's worker). `status`: each phase and what comes next."
+        " concurrent runs). `run`: tick every --every seconds, keep the model servers of the"
+        " phase in the arena, and run the evaluation suite on them (the platform's worker). `status`: each phase and what comes next."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -66,6 +67,11 @@ class Command(BaseCommand):
                 self._tick_quietly()
                 for name in servers.sync():
                     self.stdout.write(f"serving {name}")
+                # The evaluation suite for what was just served, and results of finished jobs.
+                for run in evaluations_queue_served():
+                    self.stdout.write(f"evaluating {run.model_label} (run {run.pk})")
+                for run in evaluations_collect():
+                    self.stdout.write(f"evaluated {run.model_label}: {run.state}")
                 deadline = time.monotonic() + every
                 while not stopping and time.monotonic() < deadline:
                     time.sleep(0.2)
