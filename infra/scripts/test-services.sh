@@ -54,4 +54,5 @@ else
   log "not root: the local Slurm cluster is not set up, so the Slurm tests will fail (run infra/slurm/setup.sh as root)"
 fi
 
+if is_root; then bash "$(dirname "$0")/../training_env/setup.sh"; fi  # the agents' training venv (/opt/rsi-arena/train-env)
 log "PostgreSQL, Redis, Chromium and Slurm are ready"

@@ -1,0 +1,5 @@
+import sys
+
+from agents.reference.cli import main
+
+sys.exit(main())

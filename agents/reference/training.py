@@ -1,0 +1,162 @@
+"""What the reference agent's training jobs share (run by the training interpreter, which has
+torch, transformers, trl and peft): threads, the agent's own end-of-turn check, and saving a
+plain Hugging Face checkpoint the arena can validate and serve.
+
+Launched by torchrun (one process per GPU): rank and world size come from its environment, and
+the HF Trainer (through accelerate) joins the process group — NCCL with CUDA, gloo on CPU.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+END_OF_TURN = "<|im_end|>"
+_STARTED = time.monotonic()
+
+
+def rank() -> int:
+    return int(os.environ.get("RANK", "0"))
+
+
+def world_size() -> int:
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def log(message: str) -> None:
+    """A line of the job's log, from rank 0 only, with the seconds since the process started."""
+    if rank() == 0:
+        print(f"[reference-train {time.monotonic() - _STARTED:6.1f}s] {message}", flush=True)
+
+
+def configure_torch(threads: int, seed: int) -> int:
+    """Threads per process (0: the CPUs this process may use over the local world size), and
+    the seeds, so the same run gives the same model."""
+    import torch
+    from transformers import set_seed
+
+    if threads < 1:
+        local = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+        threads = max(1, len(os.sched_getaffinity(0)) // max(1, local))
+    torch.set_num_threads(threads)
+    set_seed(seed)
+    _quiet_progress_bars()
+    return threads
+
+
+def _quiet_progress_bars() -> None:
+    """One job log line per logging step, not a progress bar per process and dataset pass, nor
+    the renaming notices TRL's own calls trigger in transformers 5 (nothing the agent can fix)."""
+    import datasets
+    from transformers.utils import logging as hf_logging
+
+    datasets.disable_progress_bars()
+    hf_logging.disable_progress_bar()
+    warnings.filterwarnings(
+        "ignore", message=r".*deprecated and will be removed in v6", category=FutureWarning
+    )
+
+
+def distributed_options() -> dict[str, Any]:
+    """TrainingArguments for the device this process has: a GPU (NCCL) or the CPU (gloo)."""
+    import torch
+
+    if torch.cuda.is_available():
+        return {"ddp_backend": "nccl"} if world_size() > 1 else {}
+    return {"use_cpu": True, **({"ddp_backend": "gloo"} if world_size() > 1 else {})}
+
+
+def load_tokenizer(model_dir: Path) -> Any:
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    if END_OF_TURN not in tokenizer.get_vocab():
+        raise SystemExit(f"{model_dir}: the tokenizer has no {END_OF_TURN} token")
+    if not tokenizer.chat_template:
+        raise SystemExit(f"{model_dir}: the tokenizer has no chat template")
+    tokenizer.eos_token = END_OF_TURN  # the turn ends the reply: generate() stops there
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = END_OF_TURN
+    return tokenizer
+
+
+def end_of_turn_rate(
+    model: Any, tokenizer: Any, prompts: list[str], *, max_new_tokens: int = 48
+) -> tuple[float, list[str]]:
+    """Share of greedy replies that end on the end-of-turn token within `max_new_tokens`, and
+    the replies. The same check the arena's voters make: does the model stop?"""
+    import torch
+
+    eot = tokenizer.convert_tokens_to_ids(END_OF_TURN)
+    model.eval()
+    stopped, replies = 0, []
+    for prompt in prompts:
+        enc = tokenizer.apply_chat_template(
+            [{"role": "user", "content": prompt}],
+            add_generation_prompt=True,
+            return_tensors="pt",
+            return_dict=True,
+        ).to(model.device)
+        with torch.no_grad():
+            out = model.generate(
+                **enc,
+                max_new_tokens=max_new_tokens,
+                do_sample=False,
+                eos_token_id=eot,
+                pad_token_id=tokenizer.pad_token_id,
+            )
+        new = out[0, enc["input_ids"].shape[1] :].tolist()
+        stopped += bool(new) and new[-1] == eot
+        replies.append(tokenizer.decode(new, skip_special_tokens=False))
+    return (stopped / len(prompts) if prompts else 0.0), replies
+
+
+def save_checkpoint(model: Any, tokenizer: Any, out: Path) -> None:
+    """A plain checkpoint: safetensors weights, config, tokenizer with its chat template, and a
+    generation config whose eos is the end-of-turn token (so servers stop there)."""
+    from transformers import GenerationConfig
+
+    eot = tokenizer.convert_tokens_to_ids(END_OF_TURN)
+    model.config.eos_token_id = eot
+    model.config.pad_token_id = tokenizer.pad_token_id
+    generation = model.generation_config or GenerationConfig()
+    generation.eos_token_id = eot
+    generation.pad_token_id = tokenizer.pad_token_id
+    generation.do_sample = False
+    model.generation_config = generation
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out, safe_serialization=True)
+    tokenizer.save_pretrained(out)
+    for file in out.iterdir():  # save_pretrained writes through private (0600) temp files
+        if file.is_file():
+            file.chmod(0o644)
+
+
+def final_loss(log_history: list[dict[str, Any]]) -> float | None:
+    losses = [row["loss"] for row in log_history if "loss" in row]
+    return round(float(losses[-1]), 4) if losses else None
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    with path.open(encoding="utf-8") as rows:
+        return [json.loads(line) for line in rows if line.strip()]
+
+
+def write_summary(path: Path, summary: dict[str, Any]) -> None:
+    path.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+    log(f"summary {json.dumps({k: v for k, v in summary.items() if k != 'samples'})}")
+
+
+def finish_distributed() -> None:
+    """Tear the process group down before exit: a gloo group left to the interpreter's
+    shutdown can abort a rank ("terminate called without an active exception") after the
+    work is done, failing a job that succeeded."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
