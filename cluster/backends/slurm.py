@@ -98,11 +98,16 @@ class SlurmBackend(ClusterBackend):
             "--requeue",
         ]  # fmt: skip
         try:
+            # sbatch exports the environment it sees to the job: an agent's job gets a plain
+            # login environment and its own variables, never the platform's (database URL,
+            # secrets).
             result = cli.run(
                 command,
                 user=unix_user,
                 input_text=with_env(request.script, request.env),
                 cwd=str(request.workdir),
+                env=login_environment(unix_user),
+                clean_env=True,
             )
         except cli.SlurmError as refused:
             raise SubmitRefused(submit_error(refused.stderr), detail=refused.stderr) from None
@@ -243,3 +248,16 @@ def _time(value: str) -> datetime | None:
     if not value or value in {"Unknown", "None"}:
         return None
     return timezone.make_aware(datetime.fromisoformat(value))
+
+
+def login_environment(unix_user: str) -> dict[str, str]:
+    """What a fresh login of `unix_user` would have, give or take their shell's profile."""
+    entry = pwd.getpwnam(unix_user)
+    return {
+        "PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
+        "HOME": entry.pw_dir,
+        "USER": unix_user,
+        "LOGNAME": unix_user,
+        "SHELL": entry.pw_shell or "/bin/bash",
+        "LANG": "C.UTF-8",
+    }

@@ -41,10 +41,12 @@ def run(
     input_text: str | None = None,
     cwd: str | None = None,
     env: dict[str, str] | None = None,
+    clean_env: bool = False,
     check: bool = True,
     timeout_s: float = TIMEOUT_S,
 ) -> Result:
-    """Run a Slurm command, as `user` (via runuser, so Slurm sees that Unix user) if given."""
+    """Run a Slurm command, as `user` (via runuser, so Slurm sees that Unix user) if given.
+    With `clean_env`, the command sees only `env`, not this process's environment."""
     argv = list(command)
     if user is not None and user != _current_user():
         argv = ["runuser", "-u", user, "--", *argv]
@@ -54,7 +56,7 @@ def run(
         capture_output=True,
         text=True,
         cwd=cwd,
-        env={**os.environ, **(env or {})},
+        env=dict(env or {}) if clean_env else {**os.environ, **(env or {})},
         timeout=timeout_s,
         check=False,
     )

@@ -208,3 +208,25 @@ def _wait_job(scheduler_id: str, states: set[str], slurm, timeout_s: float = 120
             return job
         time.sleep(0.5)
     raise AssertionError(f"job {scheduler_id} did not reach {states}")
+
+
+def test_an_agents_job_sees_its_own_environment_not_the_platforms(make_agent, slurm, monkeypatch):
+    monkeypatch.setenv("ARENA_PLATFORM_SECRET", "not-for-agents")
+    agent = make_agent("env")
+    job = job_submit(
+        account=agent.account,
+        request=JobRequest(
+            name="env", script="#!/bin/bash\nenv > seen-env.txt\n", nodes=1, gpus_per_node=1,
+            time_limit_minutes=2, preemptible=False, workdir=agent.sandbox,
+            env={"MY_SETTING": "kept"},
+        ),
+        backend=slurm,
+    )  # fmt: skip
+    wait_for_state(job, {"COMPLETED"}, backend=slurm)
+    seen = dict(
+        line.split("=", 1)
+        for line in (agent.sandbox / "seen-env.txt").read_text().splitlines()
+        if "=" in line
+    )
+    assert "ARENA_PLATFORM_SECRET" not in seen and "DATABASE_URL" not in seen
+    assert seen["MY_SETTING"] == "kept" and seen["USER"] == agent.user
