@@ -311,6 +311,15 @@ OPENAPI: dict[str, Any] = {
                 },
             },
         },
+        "/evals": {
+            "get": {
+                "operationId": "evals",
+                "summary": "benchmark scores of your evaluated checkpoints and the references, "
+                "proxy benchmarks only (held-out ones once the competition has ended), with gap "
+                "closed",
+                "responses": {"200": _reply("your evaluations", {"type": "object"}), **_ERRORS},
+            },
+        },
         "/jobs/{job_id}/cancel": {
             "post": {
                 "operationId": "jobs_cancel",

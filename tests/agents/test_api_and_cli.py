@@ -90,5 +90,5 @@ def test_the_openapi_schema_describes_the_served_routes(arena):
     assert {op["operationId"] for ops in schema["paths"].values() for op in ops.values()} == {
         "budget", "jobs_list", "jobs_submit", "jobs_show", "jobs_cancel",
         "data_list", "data_register", "checkpoints_list", "checkpoints_register",
-        "nominations_list", "nominate", "votes_export", "leaderboard",
+        "nominations_list", "nominate", "votes_export", "leaderboard", "evals",
     }  # fmt: skip
