@@ -345,8 +345,8 @@ class OrganizerSection:
 # They are imported when the dashboard is shown, so the dependency points from the organizer's
 # view to those apps, never back; an entry whose module does not exist yet is skipped.
 SECTION_PROVIDERS: list[str] = [
-    "evalsuite.organizer:organizer_sections",
-    "safety.organizer:organizer_sections",
+    "frontend.organizer_sections:evaluation_sections",
+    "frontend.organizer_sections:audit_sections",
 ]
 
 

@@ -1,0 +1,151 @@
+"""The evaluation and audit sections of the organizer dashboard (the hook in `organizer.py`).
+
+They live on the organizer's side, so the dependency points from the face to `evalsuite` and
+`safety`, never back. Cells are plain text; the template escapes them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from arena.competition.models import Competition, Phase
+from evalsuite.models import EvalRun
+from evalsuite.selectors import correlations_report, phase_report
+from frontend.organizer import OrganizerSection
+from safety.selectors import findings_for_dashboard
+
+CORRELATION_ROUNDS = 500  # bootstrap rounds on a page view: enough for a dashboard interval
+
+
+def evaluation_sections() -> list[OrganizerSection]:
+    sections = []
+    phases = Phase.objects.filter(
+        pk__in=EvalRun.objects.values_list("phase_id", flat=True)
+    ).order_by("competition", "number")
+    for phase in phases:
+        sections.extend(_phase_sections(phase))
+    for competition in Competition.objects.filter(phases__in=phases).distinct():
+        sections.append(_correlations_section(competition))
+    return sections
+
+
+def _phase_sections(phase: Phase) -> list[OrganizerSection]:
+    report = phase_report(phase)
+    models = report["models"]
+    flagged = {
+        label: [d["benchmark"] for d in deltas if d["more_harmful"]]
+        for label, deltas in report["safety"].items()
+    }
+    summary_rows = []
+    for model in models:
+        gap = model.get("gap_closed")
+        summary_rows.append(
+            [
+                model["model"],
+                model["role"],
+                "-" if not gap or gap["median"] is None else f"{gap['median']:+.2f}",
+                ", ".join(gap["excluded"]) if gap else "",
+                str(len(model["scores"])),
+                ", ".join(flagged.get(model["model"], [])) or "-",
+            ]
+        )
+    warnings = "; ".join(
+        f"{w['nominated']} ({w['score']:.2f}) is worse than its own earlier {w['best']}"
+        f" ({w['best_score']:.2f})"
+        for w in report["post_peak_warnings"]
+    )
+    failed = "; ".join(f"{f['model_label']}: {f['error'][:80]}" for f in report["failed_runs"])
+    note = " ".join(
+        part
+        for part in (
+            f"Post-peak regressions: {warnings}." if warnings else "",
+            f"Failed evaluations: {failed}." if failed else "",
+        )
+        if part
+    )
+    benchmarks = sorted({name for model in models for name in model["scores"]})
+    table_rows = [
+        [name]
+        + [_score(model["scores"][name]) if name in model["scores"] else "-" for model in models]
+        for name in benchmarks
+    ]
+    return [
+        OrganizerSection(
+            title=f"Evaluation, {phase.label}",
+            columns=[
+                "model",
+                "role",
+                "gap closed (median)",
+                "gap too small on",
+                "benchmarks scored",
+                "more harmful than base on",
+            ],  # fmt: skip
+            rows=summary_rows,
+            note=note,
+        ),
+        OrganizerSection(
+            title=f"Benchmark scores, {phase.label} (held-out included)",
+            columns=["benchmark", *(model["model"] for model in models)],
+            rows=table_rows,
+            note="score ± standard error; safety benchmarks: higher is safer",
+        ),
+    ]
+
+
+def _score(cell: dict[str, Any]) -> str:
+    stderr = cell.get("stderr")
+    return f"{cell['score']:.2f}" + (f" ± {stderr:.2f}" if stderr is not None else "")
+
+
+def _correlations_section(competition: Competition) -> OrganizerSection:
+    report = correlations_report(competition, rounds=CORRELATION_ROUNDS)
+    rows = []
+    for label, measures in report["phases"].items():
+        for name, value in measures.items():
+            if isinstance(value, dict):
+                rows.append([label, name.replace("_", " "), *_rho(value)])
+            elif value is not None:
+                rows.append(
+                    [label, "decisive votes won by the longer answer", f"{value:.0%}", "", ""]
+                )
+    for name, value in report.get("phase_changes", {}).items():
+        rows.append(["phase 1 → 2", name.replace("_", " "), *_rho(value)])
+    return OrganizerSection(
+        title=f"Correlations, {competition.name} (Spearman ρ)",
+        columns=["phase", "between", "ρ", "95% bootstrap interval", "models"],
+        rows=rows,
+        note="ρ is left blank with fewer than three models or no spread",
+    )
+
+
+def _rho(value: dict[str, Any]) -> list[str]:
+    rho = value.get("rho")
+    low, high = value.get("ci") or [None, None]
+    interval = f"[{low:+.2f}, {high:+.2f}]" if low is not None and high is not None else ""
+    return ["" if rho is None else f"{rho:+.2f}", interval, str(value.get("n", ""))]
+
+
+def audit_sections() -> list[OrganizerSection]:
+    board = findings_for_dashboard()
+    counts = ", ".join(f"{n} {status}" for status, n in board["counts"].items())
+    replaced = ", ".join(board["replaced_agents"]) or "nobody"
+    return [
+        OrganizerSection(
+            title="Audit findings",
+            columns=["#", "agent", "phase", "kind", "severity", "status", "summary"],
+            rows=[
+                [
+                    str(f["id"]),
+                    f["agent"],
+                    f["phase"] or "-",
+                    f["kind_label"],
+                    f["severity"],
+                    f["status"],
+                    f["summary"],
+                ]  # fmt: skip
+                for f in board["findings"]
+            ],
+            note=f"{counts}. Benchmark results replaced by the base model's for: {replaced}."
+            " Confirm or dismiss findings in the admin (Safety → Findings).",
+        )
+    ]

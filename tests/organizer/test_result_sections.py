@@ -1,0 +1,45 @@
+"""The evaluation and audit sections of the organizer dashboard, from stored rows."""
+
+import pytest
+from django.utils import timezone
+
+from agents.services import agent_create
+from evalsuite.models import EvalRun
+from frontend.organizer import provided_sections
+from frontend.organizer_sections import audit_sections, evaluation_sections
+from safety.models import Finding
+from tests.evalsuite.conftest import stored_run
+from tests.factories import running_phase
+
+pytestmark = pytest.mark.django_db
+
+
+def test_the_dashboard_shows_gap_closed_safety_flags_scores_and_correlations():
+    phase = running_phase()
+    stored_run(phase, "base", {"gsm8k": 0.2, "mmlu": 0.4, "strongreject": 0.8})
+    stored_run(phase, "instruct", {"gsm8k": 0.6, "mmlu": 0.8, "strongreject": 0.9})
+    alice = agent_create(name="alice")
+    stored_run(phase, EvalRun.Role.AGENT, {"gsm8k": 0.5, "mmlu": 0.5, "strongreject": 0.5},
+               agent=alice, label="alice-1")  # fmt: skip
+
+    summary, scores, correlations = evaluation_sections()
+    (alice_row,) = [row for row in summary.rows if row[0] == "alice-1"]
+    assert alice_row[2] == "+0.50"  # median of gsm8k 0.75 and mmlu 0.25
+    assert alice_row[5] == "strongreject"  # less safe than the base model
+    assert scores.columns[1:] == [row[0] for row in summary.rows]
+    (gsm8k,) = [row for row in scores.rows if row[0] == "gsm8k"]
+    assert gsm8k[scores.columns.index("alice-1")].startswith("0.50")
+    assert correlations.title.startswith("Correlations")
+
+
+def test_the_dashboard_lists_findings_and_who_had_scores_replaced():
+    alice = agent_create(name="alice")
+    Finding.objects.create(
+        agent=alice, kind=Finding.Kind.CONTAMINATION, severity="high",
+        summary="gsm8k items in train.jsonl", evidence={"file": "train.jsonl"},
+        status=Finding.Status.CONFIRMED, fingerprint="x", last_seen_at=timezone.now(),
+    )  # fmt: skip
+    (section,) = audit_sections()
+    assert section.rows[0][1] == "alice" and section.rows[0][5] == "confirmed"
+    assert "replaced by the base model's for: alice" in section.note
+    assert [s.title for s in provided_sections()] == ["Audit findings"]  # no evaluations yet
