@@ -162,6 +162,11 @@ ARENA_IDENTITY_WORDS = env_list(
 ARENA_SERVING_BACKEND = env_str("ARENA_SERVING_BACKEND", "local")
 ARENA_SERVING_HOST = env_str("ARENA_SERVING_HOST", "127.0.0.1")
 ARENA_SERVING_BASE_PORT = env_int("ARENA_SERVING_BASE_PORT", 8100, minimum=1)
+# The Slurm serving backend's server command (bash; the job sets $CHECKPOINT and $PORT).
+ARENA_SERVING_SLURM_COMMAND = env_str(
+    "ARENA_SERVING_SLURM_COMMAND",
+    'vllm serve "$CHECKPOINT" --host 0.0.0.0 --port "$PORT" --served-model-name "$CHECKPOINT"',
+)
 ARENA_MODELS_DIR = Path(env_str("ARENA_MODELS_DIR", str(VAR_DIR / "models")))
 
 # --- The cluster ------------------------------------------------------------------------

@@ -1,8 +1,8 @@
 """Serving backends: where contestants' model servers run.
 
 `local` supervises one `transformers serve` process per checkpoint on this machine (the
-embedded default and the test suite). A Slurm backend — a vLLM server per contestant as a GPU
-job — implements the same interface when the cluster exists (see the cluster issue).
+embedded default and the test suite); `slurm` (arena/serving/slurm.py) runs a vLLM server per
+contestant as a GPU job on the cluster.
 """
 
 from __future__ import annotations
@@ -74,7 +74,15 @@ def serving_backend_from_settings() -> ServingBackend:
             base_port=settings.ARENA_SERVING_BASE_PORT,
             log_dir=settings.VAR_DIR / "logs",
         )
-    raise ImproperlyConfigured(f"ARENA_SERVING_BACKEND={name!r} is not a known backend (local)")
+    if name == "slurm":
+        from arena.serving.slurm import SlurmServingBackend  # it builds on this module
+
+        return SlurmServingBackend(
+            command=settings.ARENA_SERVING_SLURM_COMMAND, folder=settings.VAR_DIR / "serving"
+        )
+    raise ImproperlyConfigured(
+        f"ARENA_SERVING_BACKEND={name!r} is not a known backend (local, slurm)"
+    )
 
 
 def _next_free_port(host: str, start: int) -> int:
