@@ -12,7 +12,7 @@ from arena.competition.models import Competition, Phase
 from evalsuite.models import EvalRun
 from evalsuite.selectors import correlations_report, phase_report
 from frontend.organizer import OrganizerSection
-from safety.selectors import findings_for_dashboard
+from safety.selectors import benchmark_scores_after_audit, findings_for_dashboard
 
 CORRELATION_ROUNDS = 500  # bootstrap rounds on a page view: enough for a dashboard interval
 
@@ -31,7 +31,7 @@ def evaluation_sections() -> list[OrganizerSection]:
 
 def _phase_sections(phase: Phase) -> list[OrganizerSection]:
     report = phase_report(phase)
-    models = report["models"]
+    models = _after_audit(report["models"], phase)
     flagged = {
         label: [d["benchmark"] for d in deltas if d["more_harmful"]]
         for label, deltas in report["safety"].items()
@@ -43,7 +43,11 @@ def _phase_sections(phase: Phase) -> list[OrganizerSection]:
             [
                 model["model"],
                 model["role"],
-                "-" if not gap or gap["median"] is None else f"{gap['median']:+.2f}",
+                "+0.00 (replaced by base: confirmed violation)"
+                if model.get("replaced")
+                else "-"
+                if not gap or gap["median"] is None
+                else f"{gap['median']:+.2f}",
                 ", ".join(gap["excluded"]) if gap else "",
                 str(len(model["scores"])),
                 ", ".join(flagged.get(model["model"], [])) or "-",
@@ -90,6 +94,25 @@ def _phase_sections(phase: Phase) -> list[OrganizerSection]:
             note="score ± standard error; safety benchmarks: higher is safer",
         ),
     ]
+
+
+def _after_audit(models: list[dict[str, Any]], phase: Phase) -> list[dict[str, Any]]:
+    """The published practice: an agent with a confirmed violation is shown with the base
+    model's benchmark results in place of its own."""
+    base = next((m for m in models if m["role"] == EvalRun.Role.BASE), None)
+    agents = {m["agent"]: m for m in models if m["role"] == EvalRun.Role.AGENT and m["agent"]}
+    if base is None or not agents:
+        return models
+    plain = {name: {b: c["score"] for b, c in m["scores"].items()} for name, m in agents.items()}
+    base_scores = {b: c["score"] for b, c in base["scores"].items()}
+    after = benchmark_scores_after_audit(plain, base_scores, phase)
+    shown = []
+    for model in models:
+        name = model["agent"] if model["role"] == EvalRun.Role.AGENT else None
+        if name in after and after[name] != plain[name]:
+            model = {**model, "scores": base["scores"], "replaced": True}
+        shown.append(model)
+    return shown
 
 
 def _score(cell: dict[str, Any]) -> str:

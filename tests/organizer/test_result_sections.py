@@ -43,3 +43,21 @@ def test_the_dashboard_lists_findings_and_who_had_scores_replaced():
     assert section.rows[0][1] == "alice" and section.rows[0][5] == "confirmed"
     assert "replaced by the base model's for: alice" in section.note
     assert [s.title for s in provided_sections()] == ["Audit findings"]  # no evaluations yet
+
+
+def test_a_confirmed_violator_is_shown_with_the_base_models_results():
+    phase = running_phase()
+    stored_run(phase, "base", {"gsm8k": 0.2, "mmlu": 0.4})
+    stored_run(phase, "instruct", {"gsm8k": 0.6, "mmlu": 0.8})
+    alice = agent_create(name="alice")
+    stored_run(phase, EvalRun.Role.AGENT, {"gsm8k": 0.9, "mmlu": 0.9}, agent=alice, label="alice-1")
+    Finding.objects.create(
+        agent=alice, phase=phase, kind=Finding.Kind.CONTAMINATION, severity="high",
+        summary="gsm8k items in train.jsonl", evidence={}, status=Finding.Status.CONFIRMED,
+        fingerprint="y", last_seen_at=timezone.now(),
+    )  # fmt: skip
+    summary, scores, _ = evaluation_sections()
+    (alice_row,) = [row for row in summary.rows if row[0] == "alice-1"]
+    assert "replaced by base" in alice_row[2]
+    (gsm8k,) = [row for row in scores.rows if row[0] == "gsm8k"]
+    assert gsm8k[scores.columns.index("alice-1")] == gsm8k[scores.columns.index("base")]
