@@ -312,4 +312,9 @@ def audit_lines(phase: Phase | None, say: Say) -> list[str]:
         lines.append(
             f"  [{finding['severity']}] {finding['agent']}: {finding['kind']} — {finding['summary']}"
         )
+    lines.append(
+        "  findings are open until an organizer confirms or dismisses them (admin, or"
+        " `audit confirm ID`); a confirmed violation replaces the agent's benchmark results by"
+        " the base model's"
+    )
     return lines
