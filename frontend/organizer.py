@@ -338,6 +338,8 @@ class OrganizerSection:
     columns: list[str]
     rows: list[list[str]]
     note: str = ""
+    # A chart drawn by `frontend.plots` (which escapes every text it writes); shown as is.
+    svg: str = ""
 
 
 # The evaluation suite and the audit render their results here when they exist. Each entry is

@@ -10,8 +10,9 @@ from typing import Any
 
 from arena.competition.models import Competition, Phase
 from evalsuite.models import EvalRun
-from evalsuite.selectors import correlations_report, phase_report
+from evalsuite.selectors import correlation_inputs, correlations_report, phase_report
 from frontend.organizer import OrganizerSection
+from frontend.plots import scatter_svg
 from safety.selectors import benchmark_scores_after_audit, findings_for_dashboard
 
 CORRELATION_ROUNDS = 500  # bootstrap rounds on a page view: enough for a dashboard interval
@@ -138,6 +139,24 @@ def _correlations_section(competition: Competition) -> OrganizerSection:
         columns=["phase", "between", "ρ", "95% bootstrap interval", "models"],
         rows=rows,
         note="ρ is left blank with fewer than three models or no spread",
+        svg="".join(_progress_vs_rating(phase) for phase in competition.phases.order_by("number")),
+    )
+
+
+def _progress_vs_rating(phase: Phase) -> str:
+    got = correlation_inputs(phase)
+    points = [
+        (label, got.gap_closed[label], got.rating_style[label])
+        for label in sorted(got.gap_closed)
+        if label in got.rating_style
+    ]
+    if not points:
+        return ""
+    return scatter_svg(
+        points,
+        title=f"{phase.label}: benchmark progress vs human rating",
+        x_label="gap closed (median)",
+        y_label="rating (style-controlled)",
     )
 
 

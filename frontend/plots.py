@@ -388,3 +388,71 @@ def winrate_heatmap_svg(
             parts.append(_heatmap_cell(left + j * c, y, tooltip, share))
     parts += [_legend(left, bottom + 30), "</svg>"]
     return "".join(parts)
+
+
+# --- scatter plot -----------------------------------------------------------------------------
+SCATTER_WIDTH, SCATTER_HEIGHT = 480, 320
+SCATTER_LEFT, SCATTER_RIGHT, SCATTER_TOP, SCATTER_BOTTOM = 64, 24, 48, 56
+
+
+def _span_ticks(values: Sequence[float]) -> tuple[float, float, list[float], int]:
+    """Round-number ticks covering `values` with a margin, for any scale (unlike `_axis`,
+    which is made for ratings)."""
+    lo, hi = min(values), max(values)
+    span = hi - lo or max(abs(hi), 1.0)
+    lo, hi = lo - span * 0.08, hi + span * 0.08
+    step = _nice_step(hi - lo)
+    first, last = math.floor(lo / step + 1e-9), math.ceil(hi / step - 1e-9)
+    ticks = [k * step for k in range(first, last + 1)]
+    return ticks[0], ticks[-1], ticks, _step_decimals(step)
+
+
+def scatter_svg(
+    points: Sequence[tuple[str, float, float]], *, title: str, x_label: str, y_label: str
+) -> str:
+    """One labelled dot per model, `x` across and `y` up (e.g. gap closed vs rating)."""
+    if not points:
+        return _empty_svg(title)
+    x_lo, x_hi, x_ticks, x_dec = _span_ticks([p[1] for p in points])
+    y_lo, y_hi, y_ticks, y_dec = _span_ticks([p[2] for p in points])
+    to_x = _scale(x_lo, x_hi, SCATTER_LEFT, SCATTER_WIDTH - SCATTER_RIGHT)
+    to_y = _scale(y_lo, y_hi, SCATTER_HEIGHT - SCATTER_BOTTOM, SCATTER_TOP)
+    parts = [
+        _svg_open(SCATTER_WIDTH, SCATTER_HEIGHT, title),
+        _title_text(title, SCATTER_WIDTH - 32),
+    ]
+    bottom, top = SCATTER_HEIGHT - SCATTER_BOTTOM, SCATTER_TOP
+    for tick in x_ticks:
+        x = _num(to_x(tick))
+        parts.append(f'<line x1="{x}" y1="{top}" x2="{x}" y2="{bottom}" stroke="{GRID}"/>')
+        parts.append(
+            f'<text x="{x}" y="{bottom + 16}" text-anchor="middle" fill="{MUTED}">'
+            f"{_num(tick, x_dec)}</text>"
+        )
+    for tick in y_ticks:
+        y = _num(to_y(tick))
+        parts.append(
+            f'<line x1="{SCATTER_LEFT}" y1="{y}" x2="{SCATTER_WIDTH - SCATTER_RIGHT}" y2="{y}" '
+            f'stroke="{GRID}"/>'
+        )
+        parts.append(
+            f'<text x="{SCATTER_LEFT - 6}" y="{y}" dy="4" text-anchor="end" fill="{MUTED}">'
+            f"{_num(tick, y_dec)}</text>"
+        )
+    parts.append(
+        f'<text x="{(SCATTER_LEFT + SCATTER_WIDTH - SCATTER_RIGHT) / 2:.0f}" '
+        f'y="{SCATTER_HEIGHT - 16}" text-anchor="middle">{_text(x_label)}</text>'
+    )
+    parts.append(
+        f'<text x="16" y="{(top + bottom) / 2:.0f}" text-anchor="middle" '
+        f'transform="rotate(-90 16 {(top + bottom) / 2:.0f})">{_text(y_label)}</text>'
+    )
+    for label, x_value, y_value in points:
+        x, y = _num(to_x(x_value)), _num(to_y(y_value))
+        parts.append(
+            f"<g><title>{_text(label)}: {_num(x_value, 2)}, {_num(y_value, 1)}</title>"
+            f'<circle cx="{x}" cy="{y}" r="5" fill="{ACCENT}"/>'
+            f'<text x="{x}" y="{y}" dx="8" dy="-6">{_text(_truncate(label, 20))}</text></g>'
+        )
+    parts.append("</svg>")
+    return "".join(parts)

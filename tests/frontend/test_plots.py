@@ -276,3 +276,15 @@ def test_heatmap_hostile_names_are_escaped() -> None:
 def test_heatmap_is_deterministic() -> None:
     args = (MODELS, WIN_RATE, COUNTS)
     assert winrate_heatmap_svg(*args, title="t") == winrate_heatmap_svg(*args, title="t")
+
+
+def test_a_scatter_plot_has_one_labelled_dot_per_model_and_escapes_names():
+    from frontend.plots import scatter_svg
+
+    svg = scatter_svg(
+        [("alice-1", 0.5, 1040.0), ("<b>bob</b>", -0.1, 960.0)],
+        title="gap closed vs rating", x_label="gap closed", y_label="rating",
+    )  # fmt: skip
+    assert svg.count("<circle") == 2
+    assert "<b>" not in svg and "&lt;b&gt;bob&lt;/b&gt;" in svg
+    assert scatter_svg([], title="t", x_label="x", y_label="y").count("<circle") == 0
