@@ -46,9 +46,6 @@ class Engine:
 
     cluster: ClusterBackend | None = None
     sandboxes: UnixSandboxes | None = None
-    # Called with the phase and its new contestants when a phase starts serving (e.g. to
-    # queue the evaluation suite); its return value is recorded in the transition.
-    on_serving: Callable[[Phase, list[PhaseContestant]], Any] | None = None
 
     def sandboxes_or_default(self) -> UnixSandboxes:
         return self.sandboxes or UnixSandboxes(settings.AGENTS_SANDBOX_ROOT)
@@ -167,8 +164,6 @@ def _serve(phase: Phase, engine: Engine) -> dict[str, Any]:
     Contestant.objects.exclude(pk__in=in_phase).update(active=False)
     Contestant.objects.filter(pk__in=in_phase).exclude(base_url="").update(active=True)
     detail: dict[str, Any] = {"contestants": [entry.contestant.display_name for entry in entries]}
-    if engine.on_serving is not None:
-        detail["on_serving"] = engine.on_serving(phase, entries)
     return detail
 
 
