@@ -133,7 +133,12 @@ def agents_run(
     ]
     for thread in threads:
         thread.start()
-    codes = {name: process.wait() for name, process in processes.items()}
+    try:
+        codes = {name: process.wait() for name, process in processes.items()}
+    finally:  # interrupted: the agents stop with the demo
+        for process in processes.values():
+            if process.poll() is None:
+                process.terminate()
     for thread in threads:
         thread.join(timeout=5)
     return codes

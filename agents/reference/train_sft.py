@@ -132,8 +132,7 @@ def main(argv: list[str] | None = None) -> int:
             },
         )
         log(f"saved {args.out}")
-    trainer.accelerator.wait_for_everyone()
-    training.finish_distributed()
+    training.finish_distributed()  # does not return in a distributed run
     return 0
 
 

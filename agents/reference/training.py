@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -152,11 +153,17 @@ def write_summary(path: Path, summary: dict[str, Any]) -> None:
 
 
 def finish_distributed() -> None:
-    """Tear the process group down before exit: a gloo group left to the interpreter's
-    shutdown can abort a rank ("terminate called without an active exception") after the
-    work is done, failing a job that succeeded."""
+    """End a distributed run once every rank has finished its work.
+
+    The interpreter's own teardown of a gloo process group and the DDP reducer is not
+    reliable here: one rank aborted ("terminate called without an active exception") or hung
+    in a destructor after the checkpoint was saved, failing or stalling a job that had
+    succeeded. So after a last barrier each rank flushes its output and exits at once."""
     import torch.distributed as dist
 
-    if dist.is_available() and dist.is_initialized():
-        dist.barrier()
-        dist.destroy_process_group()
+    if not (dist.is_available() and dist.is_initialized()):
+        return
+    dist.barrier()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)

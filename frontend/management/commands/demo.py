@@ -81,7 +81,7 @@ class Command(BaseCommand):
         site: subprocess.Popen[bytes] | None = None
         servers = ArenaServers()
         stop = threading.Event()
-        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        signal.signal(signal.SIGTERM, _interrupt)  # stop like Ctrl-C, whatever step it is in
         url = f"http://{host}:{port}"
         try:
             clock.stage("site")
@@ -185,6 +185,10 @@ class Command(BaseCommand):
     def _say(self, line: str) -> None:
         self.stdout.write(f"    {line}")
         self.stdout.flush()
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def _start_site(host: str, port: int) -> subprocess.Popen[bytes]:
