@@ -11,19 +11,7 @@ from agents.models import (
     ProxyCall,
     Upstream,
 )
-
-
-class RecordAdmin(admin.ModelAdmin):
-    """Ledgers and audit records: shown, never added, changed or deleted by hand."""
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
+from arena.admin_records import RecordAdmin
 
 
 @admin.register(Agent)

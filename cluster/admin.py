@@ -1,20 +1,8 @@
 from django.contrib import admin
 from django.http import HttpRequest
 
+from arena.admin_records import RecordAdmin
 from cluster.models import ClusterAccount, GpuLedger, Job, JobSegment
-
-
-class RecordAdmin(admin.ModelAdmin):
-    """Ledgers and accounting records: shown, never added, changed or deleted by hand."""
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
 
 
 @admin.register(ClusterAccount)

@@ -3,21 +3,9 @@ from django.conf import settings
 from django.contrib import admin
 from django.http import HttpRequest
 
+from arena.admin_records import RecordAdmin
 from arena.battles.models import Answer, Battle, SuggestedPrompt, TargetedRound, Vote
 from arena.battles.services import targeted_round_schedule
-
-
-class RecordAdmin(admin.ModelAdmin):
-    """Battles and votes are what the leaderboard is fitted from: shown, never edited."""
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
 
 
 class AnswerInline(admin.TabularInline):

@@ -1,5 +1,6 @@
 from django.contrib import admin
 
+from arena.admin_records import RecordAdmin
 from arena.phases.models import FeedbackBundle, PhaseContestant, PhaseTransition
 
 
@@ -10,17 +11,11 @@ class PhaseContestantAdmin(admin.ModelAdmin):
 
 
 @admin.register(PhaseTransition)
-class PhaseTransitionAdmin(admin.ModelAdmin):
-    """The engine's record: read-only, as it happened."""
+class PhaseTransitionAdmin(RecordAdmin):
+    """The engine's record, as it happened."""
 
     list_display = ["phase", "from_state", "to_state", "at"]
     list_filter = ["phase"]
-
-    def has_add_permission(self, request, obj=None):  # noqa: ANN001, ANN201
-        return False
-
-    def has_change_permission(self, request, obj=None):  # noqa: ANN001, ANN201
-        return False
 
 
 @admin.register(FeedbackBundle)
