@@ -70,11 +70,6 @@ class StageClock:
         self._current = None
 
 
-def competition_reset() -> None:
-    """Forget an earlier demo run (its rows), keeping the models and the sandboxes' files."""
-    Competition.objects.filter(name=COMPETITION).delete()
-
-
 def competition_start(base: Path, instruct: Path) -> Competition:
     """A two-phase competition starting now; the organizer ends phases early (see module doc)."""
     return competition_plan(

@@ -1,22 +1,27 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import connections
 
 from arena.battles.selectors import default_prompts
 from arena.battles.services import prompts_load
+from arena.competition.models import Competition
 from arena.leaderboard.services import phase_leaderboard_fit
 from arena.phases.serving import ArenaServers
 from frontend.competition_demo import (
+    COMPETITION,
     StageClock,
     agent_changes,
     agents_provision,
@@ -24,7 +29,6 @@ from frontend.competition_demo import (
     arena_close_now,
     audit_lines,
     benchmark_lines,
-    competition_reset,
     competition_start,
     crowd_vote,
     evaluations_start,
@@ -69,6 +73,7 @@ class Command(BaseCommand):
         say = self._say
         clock.stage("database")
         self._step("database")
+        self._fresh_start()
         call_command("migrate", interactive=False, verbosity=0)
         prompts_load(texts=default_prompts())
 
@@ -91,7 +96,6 @@ class Command(BaseCommand):
 
             clock.stage("agents")
             self._step("competition and three reference agents")
-            competition_reset()
             competition = competition_start(base, instruct)
             agents = agents_provision(say)
             tick(say)
@@ -178,6 +182,31 @@ class Command(BaseCommand):
                     os.killpg(site.pid, signal.SIGKILL)
             servers.stop()
             self.stdout.write("stopped cleanly")
+
+    def _fresh_start(self) -> None:
+        """The demo is a whole competition from scratch. On the embedded defaults its SQLite
+        database and local cluster start empty, the previous run's kept beside them as
+        `*.previous`; a database named by DATABASE_URL is never moved or emptied."""
+        database = settings.DATABASES["default"]
+        if "DATABASE_URL" in os.environ or "sqlite" not in database["ENGINE"]:
+            call_command("migrate", interactive=False, verbosity=0)
+            if Competition.objects.filter(name=COMPETITION).exists():
+                raise CommandError(
+                    "this database already holds a demo competition: the demo runs from scratch,"
+                    " so unset DATABASE_URL (it then uses var/arena.sqlite3, moving an earlier"
+                    " one aside) or point it at an empty database"
+                )
+            return
+        connections.close_all()
+        for path in (Path(database["NAME"]), settings.VAR_DIR / "local-jobs"):
+            if path.exists():
+                kept = path.with_name(path.name + ".previous")
+                if kept.is_dir():
+                    shutil.rmtree(kept)
+                elif kept.exists():
+                    kept.unlink()
+                path.rename(kept)
+                self._say(f"an earlier run's {path.name} is kept as {kept}")
 
     def _step(self, what: str) -> None:
         self.stdout.write(self.style.MIGRATE_HEADING(f"==> {what}"))
