@@ -37,7 +37,7 @@ from arena.phases.services import (
     phases_tick,
 )
 from arena.phases.serving import ArenaServers
-from evalsuite.models import EvalRun
+from evalsuite.models import BenchmarkResult, EvalRun
 from evalsuite.selectors import phase_report
 from evalsuite.services import evaluations_collect
 from frontend.crowd import crowd_run
@@ -110,14 +110,17 @@ def agents_run(
     if settings.CLUSTER_BACKEND == "local" and not Path(python).exists():
         python = sys.executable  # local jobs run as the platform's user, who can run it
     processes = {}
-    for agent in agents:
+    for number, agent in enumerate(agents):
         home = agent.sandbox
         command = [
             "runuser", "-u", agent.unix_user, "--", "env", f"HOME={home}",
             f"ARENA_TRAIN_PYTHON={python}", f"PYTHONPATH={home}/reference-agent",
             "/usr/bin/python3", "-m", "agents.reference", f"phase{phase}",
             "--recipe", recipes[agent.name],
-            *(["--base-model", str(base)] if phase == 1 else []), *extra,
+            *(["--base-model", str(base)] if phase == 1 else []),
+            # Each agent its own seed: same recipe, same seed would mean the same data and
+            # weights, which the audit rightly reports as one agent's artifact in another's hands.
+            "--seed", str(number), *extra,
         ]  # fmt: skip
         processes[agent.name] = subprocess.Popen(
             command, cwd=home, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
@@ -295,6 +298,16 @@ def benchmark_lines(phase: Phase) -> list[str]:
             f"  safety vs base, {label}: {summary or 'no scores'}"
             + (f"  MORE HARMFUL on {', '.join(flagged)}" if flagged else "")
         )
+    unscored = (
+        BenchmarkResult.objects.filter(run__phase=phase, score__isnull=True)
+        .values_list("benchmark", "error")
+        .distinct()
+    )
+    reasons: dict[str, set[str]] = {}
+    for name, error in unscored:
+        reasons.setdefault(error or "not run", set()).add(name)
+    for reason, names in sorted(reasons.items()):
+        lines.append(f"  not scored ({reason}): {', '.join(sorted(names))}")
     for failed in report["failed_runs"]:
         lines.append(f"  evaluation of {failed['model_label']} failed: {failed['error'][:120]}")
     return lines

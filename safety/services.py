@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from agents.models import Agent, Checkpoint, DataRecord, Nomination
 from arena.competition.models import Competition, Phase
+from arena.phases.models import FeedbackBundle
 from cluster.selectors import gpu_seconds_charged
 from safety import artifacts, cards, contamination, files, hardcoded
 from safety.judge import ChatCompletionsJudge, JudgeError, TrajectoryJudge, excerpts
@@ -377,7 +378,15 @@ def _data_copies(agent: Agent) -> dict[str, list[_Copy]]:
                     copies[files.file_sha256(path)].append(
                         _Copy(agent, str(path), record.created_at, True)
                     )
+    # What the platform itself delivered (the feedback bundles: the same public leaderboard
+    # for everyone) is nobody's artifact; its contents are still scanned for contamination.
+    delivered = [
+        Path(folder)
+        for folder in FeedbackBundle.objects.filter(agent=agent).values_list("folder", flat=True)
+    ]
     for path in _agent_files(agent):
+        if any(path.is_relative_to(folder) for folder in delivered):
+            continue
         if files.is_data_file(path) and path.stat().st_size >= files.HASH_MIN_BYTES:
             when = datetime.fromtimestamp(path.stat().st_mtime, tz=UTC)
             copies[files.file_sha256(path)].append(_Copy(agent, str(path), when, False))

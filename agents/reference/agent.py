@@ -224,8 +224,26 @@ def phase2(
         parent=start["id"],
         before=None,
         notes=[f"Preference data: {report.describe()}."],
+        inherited=lineage_datasets(platform, start["id"]),
     )
     return _nominate_and_finish(platform, options, progress, checkpoint, card, stages)
+
+
+def lineage_datasets(platform: ArenaAgent, checkpoint_id: int) -> list[str]:
+    """The data sets of a checkpoint and its ancestors, as the card's `datasets` names them."""
+    checkpoints = {c["id"]: c for c in platform.checkpoints()}
+    records = {r["id"]: r for r in platform.data_records()}
+    named = []
+    current: int | None = checkpoint_id
+    while current is not None and current in checkpoints:
+        for record_id in checkpoints[current]["data_records"]:
+            record = records[record_id]
+            named.append(
+                f"{', '.join(record['sources'])} (data record {record['id']}, inherited from "
+                f"checkpoint {current})"
+            )
+        current = checkpoints[current]["parent"]
+    return named
 
 
 def _parent_checkpoint(platform: ArenaAgent, parent: int | None, phase: str | None) -> dict:
@@ -446,8 +464,11 @@ def _job_env() -> dict[str, str]:
 def model_card(
     *, title: str, base_model: str, stages: list[tuple[Trained, dict[str, Any], dict[str, Any]]],
     parent: int | None, before: float | None, notes: list[str] | None = None,
+    inherited: list[str] | None = None,
 ) -> str:  # fmt: skip
-    """Markdown with YAML front matter (the fields the audit checks against the run logs)."""
+    """Markdown with YAML front matter (the fields the audit checks against the run logs).
+    `inherited`: the data the parent checkpoint's lineage was trained on, which this model
+    was trained on too."""
     summaries = [trained.summary for trained, _, _ in stages]
     jobs = [trained.job for trained, _, _ in stages]
     first = summaries[0]
@@ -466,7 +487,8 @@ def model_card(
             f"{', '.join(record['sources'])} (data record {record['id']}, {record['rows']} rows, "
             f"{record['tokens']} tokens)"
             for _, record, _ in stages
-        ],
+        ]
+        + list(inherited or []),
         "base_model": base_model,
         "parent_checkpoint": parent,
         "jobs": [job["id"] for job in jobs],

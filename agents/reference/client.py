@@ -76,6 +76,9 @@ class ArenaAgent:
     def checkpoints(self) -> list[dict[str, Any]]:
         return self.json("checkpoints", "list")["checkpoints"]
 
+    def data_records(self) -> list[dict[str, Any]]:
+        return self.json("data", "list")["data"]
+
     def nominate(self, checkpoint: int, card: Path) -> str:
         return self.run("nominate", str(checkpoint), "--card", str(card)).strip()
 
