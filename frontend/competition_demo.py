@@ -11,6 +11,7 @@ waiting for the calendar.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import threading
@@ -88,6 +89,13 @@ def agents_provision(say: Say) -> list[Agent]:
     for name in DEMO_AGENTS:
         if Agent.objects.filter(name=name, active=True).exists():
             agent_deprovision(name=name, sandboxes=sandboxes)
+        # A demo agent starts with an empty sandbox; an earlier run's is kept beside it.
+        home = settings.AGENTS_SANDBOX_ROOT / f"agent_{name}"
+        if home.exists():
+            kept = home.with_name(home.name + ".previous")
+            if kept.exists():
+                shutil.rmtree(kept)
+            home.rename(kept)
         provisioned = agent_provision(name=name, sandboxes=sandboxes)
         reference_agent_install(Path(provisioned.agent.sandbox), provisioned.agent.unix_user)
         agents.append(provisioned.agent)
