@@ -8,6 +8,7 @@ the HF Trainer (through accelerate) joins the process group — NCCL with CUDA, 
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -69,6 +70,88 @@ def distributed_options() -> dict[str, Any]:
     if torch.cuda.is_available():
         return {"ddp_backend": "nccl"} if world_size() > 1 else {}
     return {"use_cpu": True, **({"ddp_backend": "gloo"} if world_size() > 1 else {})}
+
+
+def job_arguments(
+    description: str,
+    *,
+    steps: int,
+    lr_help: str,
+    batch_size: int,
+    batch_help: str,
+    max_length: int,
+) -> argparse.ArgumentParser:
+    """The arguments every training job of the reference agent takes."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--model", type=Path, required=True, help="the checkpoint to start from")
+    p.add_argument("--data", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--method", choices=["full", "lora"], default="full")
+    p.add_argument("--steps", type=int, default=steps)
+    p.add_argument("--lr", type=float, default=None, help=lr_help)
+    p.add_argument("--batch-size", type=int, default=batch_size, help=batch_help)
+    p.add_argument("--max-length", type=int, default=max_length)
+    p.add_argument("--lora-r", type=int, default=16)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--eval-prompts", type=Path, required=True, help="JSON list of prompts")
+    p.add_argument("--summary", type=Path, required=True)
+    return p
+
+
+def lora_config(args: argparse.Namespace) -> Any:
+    """The LoRA adapter for `--method lora` (None for a full fine-tune)."""
+    if args.method != "lora":
+        return None
+    from peft import LoraConfig
+
+    return LoraConfig(
+        r=args.lora_r, lora_alpha=2 * args.lora_r, lora_dropout=0.0,
+        target_modules="all-linear", task_type="CAUSAL_LM",
+    )  # fmt: skip
+
+
+def trainer_options(
+    args: argparse.Namespace, *, learning_rate: float, warmup: int
+) -> dict[str, Any]:
+    """The TRL config fields the SFT and DPO jobs share: deterministic, quiet, no checkpoints
+    of their own (the job saves the final model), on the device this process has."""
+    return {
+        "output_dir": str(args.out.parent / "trainer"),
+        "max_steps": args.steps,
+        "per_device_train_batch_size": args.batch_size,
+        "learning_rate": learning_rate,
+        "lr_scheduler_type": "cosine",
+        "warmup_steps": min(warmup, args.steps // 10),
+        "max_length": args.max_length,
+        "logging_steps": max(1, args.steps // 10),
+        "save_strategy": "no",
+        "report_to": [],
+        "disable_tqdm": True,
+        "seed": args.seed,
+        "data_seed": args.seed,
+        "bf16": False,
+        "dataloader_num_workers": 0,
+        "ddp_find_unused_parameters": False,
+        **distributed_options(),
+    }
+
+
+def trained_model(trainer: Any, method: str) -> Any:
+    """The trained model as a plain checkpoint: LoRA adapters merged in, servable as is."""
+    return trainer.model.merge_and_unload() if method == "lora" else trainer.model
+
+
+def load_inputs(args: argparse.Namespace) -> tuple[Any, Any, list[str], list[dict[str, Any]]]:
+    """What a training job starts from: the tokenizer and model of `--model` (float32), the
+    held-out prompts it measures end-of-turn on, and its training rows."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    tokenizer = load_tokenizer(args.model)
+    model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32)
+    prompts = json.loads(args.eval_prompts.read_text(encoding="utf-8"))
+    return tokenizer, model, prompts, read_jsonl(args.data)
 
 
 def load_tokenizer(model_dir: Path) -> Any:
