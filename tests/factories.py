@@ -15,6 +15,18 @@ from arena.serving.services import contestant_register
 
 _numbers = count(1)
 
+# A nomination's model card with every field the audit reads.
+MODEL_CARD = """---
+training_method: full SFT
+steps: 250
+gpu_hours: 1.5
+hardware: 2 x H100
+datasets: [generated:tiny-chats]
+---
+# My model
+It stops at the end of its turn.
+"""
+
 
 def contestant(
     name: str | None = None,

@@ -10,16 +10,7 @@ from tests import factories
 
 pytestmark = pytest.mark.django_db
 
-CARD = """---
-training_method: full SFT
-steps: 250
-gpu_hours: 1.5
-hardware: 2 x H100
-datasets: [generated:tiny-chats]
----
-# My model
-It stops at the end of its turn.
-"""
+CARD = factories.MODEL_CARD
 
 
 def make_agent(name):

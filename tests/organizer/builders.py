@@ -12,19 +12,11 @@ from itertools import count
 from agents.models import Agent, Checkpoint, DataRecord, Nomination, ProxyCall
 from arena.competition.models import Phase
 from cluster.models import ClusterAccount, GpuLedger, Job, JobSegment
+from tests import factories
 
 _numbers = count(1)
 
-CARD = """---
-training_method: full SFT
-steps: 250
-gpu_hours: 1.5
-hardware: 2 x H100
-datasets: [generated:tiny-chats]
----
-# My model
-It stops at the end of its turn.
-"""
+CARD = factories.MODEL_CARD
 
 
 def agent(name: str, *, gpu_hours: float = 100, credit: float = 300, period: str = "phase-1"):

@@ -32,9 +32,7 @@ from cluster.models import ClusterAccount, Job
 from tests import factories
 
 ROOT = Path("/tmp/arena-sandboxes-test")
-CARD = (
-    "---\ntraining_method: full SFT\nsteps: 10\ngpu_hours: 0.1\nhardware: cpu\ndatasets: [x]\n---\n"
-)
+CARD = factories.MODEL_CARD
 
 
 def plan(start_offset: timedelta, *, name: str = "cup"):
