@@ -41,14 +41,17 @@ class Command(BaseCommand):
         else:
             self._status()
 
-    def _tick(self) -> None:
+    def _tick(self, *, brief: bool = False) -> None:
+        """One tick, reported in full (or, in the worker's log, a line per move)."""
         made = phases_tick()
         for transition in made:
+            label, to_state = transition.phase.label, transition.to_state
             self.stdout.write(
-                f"{transition.phase.label}: {transition.from_state} -> {transition.to_state}"
-                f"  {transition.detail}"
+                f"{label}: -> {to_state}"
+                if brief
+                else f"{label}: {transition.from_state} -> {to_state}  {transition.detail}"
             )
-        if not made:
+        if not made and not brief:
             self.stdout.write("nothing due")
 
     def _run(self, every: float) -> None:
@@ -64,7 +67,7 @@ class Command(BaseCommand):
         self.stdout.write(f"phase engine: ticking every {every:g} s (Ctrl-C stops)")
         try:
             while not stopping:
-                self._tick_quietly()
+                self._tick(brief=True)
                 for name in servers.sync():
                     self.stdout.write(f"serving {name}")
                 # The evaluation suite for what was just served, and results of finished jobs.
@@ -78,10 +81,6 @@ class Command(BaseCommand):
         finally:
             servers.stop()
             self.stdout.write("phase engine stopped; model servers stopped")
-
-    def _tick_quietly(self) -> None:
-        for transition in phases_tick():
-            self.stdout.write(f"{transition.phase.label}: -> {transition.to_state}")
 
     def _status(self) -> None:
         now = timezone.now()
