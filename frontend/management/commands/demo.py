@@ -93,6 +93,7 @@ class Command(BaseCommand):
             self._step("voting site and agent API (daphne)")
             site = _start_site(host, port)
             settings.AGENTS_ARENA_URL = url
+            say(f"the site is up at {url}/ (the arena has models once phase 1 is served)")
 
             clock.stage("agents")
             self._step("competition and three reference agents")
