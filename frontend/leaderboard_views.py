@@ -7,14 +7,16 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from arena.leaderboard.models import RatingSnapshot
-from arena.leaderboard.selectors import snapshot_latest
+from arena.leaderboard.selectors import global_snapshot_latest
 from arena.leaderboard.services import leaderboard_refresh
 from frontend.plots import interval_plot_svg, winrate_heatmap_svg
 
 
 def _current() -> RatingSnapshot | None:
-    leaderboard_refresh(holder="page")  # no-op unless a vote arrived since the last fit
-    return snapshot_latest()
+    # A no-op unless a vote arrived since the last fit, and at most one refit a second however
+    # many pages are viewed (see leaderboard_refresh).
+    leaderboard_refresh(holder="page")
+    return global_snapshot_latest()
 
 
 def _table(snapshot: RatingSnapshot | None, kind: str) -> dict | None:

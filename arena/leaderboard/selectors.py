@@ -13,3 +13,15 @@ def snapshot_latest(
     if phase is not None:
         snapshots = snapshots.filter(phase=phase)
     return snapshots.first()
+
+
+def global_snapshot_latest() -> RatingSnapshot | None:
+    """The newest fit of every counted vote — the public leaderboard. A phase's fit (saved
+    when the phase closes) covers a subset of the votes and must never stand in for it."""
+    return (
+        RatingSnapshot.objects.filter(
+            phase="", source__in=[RatingSnapshot.Source.LIVE, RatingSnapshot.Source.COMMAND]
+        )
+        .order_by("-created_at", "-id")
+        .first()
+    )

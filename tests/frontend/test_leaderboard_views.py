@@ -3,6 +3,9 @@ import xml.etree.ElementTree as ET
 import pytest
 from django.test import Client
 
+from arena.battles.models import Battle
+from arena.leaderboard.models import RatingSnapshot
+from arena.leaderboard.services import phase_leaderboard_fit
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -36,6 +39,23 @@ def test_the_json_endpoint_carries_tables_matrices_and_analyses(votes):
     assert [s["rank"] for s in data["style"]["scores"]][0] == 1
     assert len(data["raw"]["win_probability"]) == 3
     assert data["analyses"]["votes_per_model"] == {"left": 6, "right": 6, "third": 6}
+
+
+def test_a_closed_phases_table_is_not_shown_as_the_global_one(votes):
+    client = Client()
+    assert client.get("/api/leaderboard").json()["n_battles"] == 9  # the live fit of all votes
+    battles = list(Battle.objects.order_by("pk").values_list("pk", flat=True))
+    left_right = battles[0::3]  # the round robin's left-right battles
+    Battle.objects.filter(pk__in=left_right).update(phase="phase-1")
+    phase = phase_leaderboard_fit(phase="phase-1", bootstrap_rounds=5)  # the phase closes
+    assert phase.n_battles == 3 and RatingSnapshot.objects.first() == phase  # the newest
+
+    data = client.get("/api/leaderboard").json()
+
+    assert (data["source"], data["n_battles"]) == ("live", 9)
+    assert b"9 counted battles" in client.get("/leaderboard/").content
+    for plot in ("/leaderboard/winrates.svg", "/leaderboard/intervals.svg"):
+        assert b"third" in client.get(plot).content  # no battle of the phase's had it
 
 
 def test_the_plots_are_svg_images(votes):
