@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import uuid
 from datetime import timedelta
 from typing import Any
 
@@ -23,6 +24,11 @@ log = logging.getLogger(__name__)
 
 LIVE_GROUP = "leaderboard.live"  # every open live-leaderboard screen
 LEASE_SECONDS = 60
+# However many callers ask (live loops in several processes, page views), the live
+# leaderboard is refitted at most once per interval: a vote still reaches screens within a
+# second, and a burst of votes or page views costs one fit a second.
+REFIT_MIN_INTERVAL_SECONDS = 1.0
+LIVE_SNAPSHOTS_KEPT = 50  # older live snapshots are deleted: one is made every second of voting
 
 
 def result_table(result: RatingResult) -> dict[str, Any]:
@@ -66,7 +72,7 @@ def analyses_of(battles: Battles) -> dict[str, Any]:
     return analyses
 
 
-def snapshot_fit(
+def snapshot_unsaved(
     battles: Battles,
     *,
     source: str,
@@ -78,7 +84,8 @@ def snapshot_fit(
     warm_start: dict[str, Any] | None = None,
     phase: str = "",
 ) -> tuple[RatingSnapshot, RatingResult | None, RatingResult]:
-    """Fit style-controlled (when asked) and raw ratings and save them as one snapshot."""
+    """Fit style-controlled (when asked) and raw ratings into a snapshot not yet saved, so
+    the fit — the slow part — runs outside any transaction."""
     warm = warm_start if warm_start and warm_start.get("models") == battles.models else {}
 
     def start(kind: str) -> np.ndarray | None:
@@ -89,7 +96,7 @@ def snapshot_fit(
         fit_ratings(battles, style=True, warm_start=start("style"), **options) if style else None
     )
     raw = fit_ratings(battles.without_style(), style=False, warm_start=start("raw"), **options)
-    snapshot = RatingSnapshot.objects.create(
+    snapshot = RatingSnapshot(
         source=source,
         phase=phase,
         n_battles=battles.n_battles,
@@ -104,6 +111,15 @@ def snapshot_fit(
             **({"style": styled.theta.tolist()} if styled else {}),
         },
     )
+    return snapshot, styled, raw
+
+
+def snapshot_fit(
+    battles: Battles, **options: Any
+) -> tuple[RatingSnapshot, RatingResult | None, RatingResult]:
+    """Fit as `snapshot_unsaved` does and save the snapshot."""
+    snapshot, styled, raw = snapshot_unsaved(battles, **options)
+    snapshot.save()
     return snapshot, styled, raw
 
 
@@ -137,46 +153,88 @@ def live_payload(snapshot: RatingSnapshot | None) -> dict[str, Any]:
 
 
 def leaderboard_refresh(*, holder: str) -> RatingSnapshot | None:
-    """Refit the live leaderboard if a counted vote arrived since the last live snapshot.
+    """Refit the live leaderboard if a counted vote arrived since the last live snapshot and
+    that snapshot is at least `REFIT_MIN_INTERVAL_SECONDS` old; None when nothing was fitted.
 
-    Safe to call from any number of processes: one at a time holds the lease (a conditional
-    UPDATE on a single row); the others return None. The new table is pushed to every live
-    screen after the snapshot commits.
+    Safe to call from any number of processes and requests: one caller at a time holds the
+    lease (a conditional UPDATE on a single row); the others return None. `holder` names the
+    caller in the lease for people reading it. The new table is pushed to every live screen
+    after the snapshot commits.
     """
-    watermark = Vote.objects.filter(counted=True).aggregate(n=Count("pk"), last=Max("created_at"))
-    latest = RatingSnapshot.objects.filter(source=RatingSnapshot.Source.LIVE).first()
-    if watermark["n"] == 0 or (
-        latest is not None
-        and latest.n_battles == watermark["n"]
-        and latest.last_vote_at == watermark["last"]
-    ):
+    if not _live_refit_due(_live_snapshot_latest()):
         return None
+    token = refit_lease_claim(holder=holder)
+    if token is None:
+        return None
+    try:
+        latest = _live_snapshot_latest()  # again: another caller may have refitted meanwhile
+        if not _live_refit_due(latest):
+            return None
+        battles, last_vote_at = counted_battles()
+        if battles is None:
+            return None
+        snapshot, _, _ = snapshot_unsaved(
+            battles,
+            source=RatingSnapshot.Source.LIVE,
+            ci="sandwich",  # one fit, milliseconds: fast enough to refit every second
+            last_vote_at=last_vote_at,
+            warm_start=latest.warm_start if latest else None,
+        )
+        with transaction.atomic():
+            snapshot.save()
+            _live_snapshots_prune()
+            payload = live_payload(snapshot)
+            transaction.on_commit(lambda: _push(payload))
+        return snapshot
+    finally:
+        refit_lease_release(token=token)
+
+
+def refit_lease_claim(*, holder: str) -> str | None:
+    """Take the refit lease unless someone holds it unexpired. Returns the token that
+    releases it — unique to this claim, so a caller whose lease ran out never releases the
+    next holder's — or None."""
+    token = f"{holder[:60]}:{uuid.uuid4().hex}"
     now = timezone.now()
     RefitLease.objects.get_or_create(id=1)
     claimed = (
         RefitLease.objects.filter(id=1)
         .exclude(held_until__gt=now)
-        .update(held_until=now + timedelta(seconds=LEASE_SECONDS), holder=holder)
+        .update(held_until=now + timedelta(seconds=LEASE_SECONDS), holder=token)
     )
-    if not claimed:
-        return None
-    try:
-        battles, last_vote_at = counted_battles()
-        if battles is None:
-            return None
-        with transaction.atomic():
-            snapshot, _, _ = snapshot_fit(
-                battles,
-                source=RatingSnapshot.Source.LIVE,
-                ci="sandwich",  # one fit, milliseconds: fast enough to refit every second
-                last_vote_at=last_vote_at,
-                warm_start=latest.warm_start if latest else None,
-            )
-            payload = live_payload(snapshot)
-            transaction.on_commit(lambda: _push(payload))
-        return snapshot
-    finally:
-        RefitLease.objects.filter(id=1, holder=holder).update(held_until=None)
+    return token if claimed else None
+
+
+def refit_lease_release(*, token: str) -> None:
+    RefitLease.objects.filter(id=1, holder=token).update(held_until=None)
+
+
+def _live_snapshot_latest() -> RatingSnapshot | None:
+    return RatingSnapshot.objects.filter(source=RatingSnapshot.Source.LIVE).first()
+
+
+def _live_refit_due(latest: RatingSnapshot | None) -> bool:
+    """A counted vote is missing from `latest`, and `latest` is old enough to replace."""
+    if latest is not None and timezone.now() - latest.created_at < timedelta(
+        seconds=REFIT_MIN_INTERVAL_SECONDS
+    ):
+        return False
+    watermark = Vote.objects.filter(counted=True).aggregate(n=Count("pk"), last=Max("created_at"))
+    if watermark["n"] == 0:
+        return False
+    return (
+        latest is None
+        or latest.n_battles != watermark["n"]
+        or latest.last_vote_at != watermark["last"]
+    )
+
+
+def _live_snapshots_prune() -> None:
+    live = RatingSnapshot.objects.filter(source=RatingSnapshot.Source.LIVE)
+    kept = list(
+        live.order_by("-created_at", "-id").values_list("pk", flat=True)[:LIVE_SNAPSHOTS_KEPT]
+    )
+    live.exclude(pk__in=kept).delete()
 
 
 def phase_leaderboard_fit(
