@@ -141,14 +141,24 @@ def fit_ratings(
     start = (
         warm_start if warm_start is not None and warm_start.shape == (design.n_params,) else None
     )
-    theta, iterations = newton(design, start)
+    fit_warnings = data_warnings(battles, l2)
+    try:
+        theta, iterations = newton(design, start)
+    except ConvergenceError as exc:
+        theta, iterations = exc.theta, exc.iterations
+        fit_warnings.append(f"the fit did not converge ({exc}): scores may be off")
     m = battles.n_models
     scores = _scores(theta[:m])
 
     alpha = 1.0 - confidence
     superiority = None
     if ci == "bootstrap":
-        rounds = bootstrap(design, theta, rounds=bootstrap_rounds, seed=seed)  # (R, P)
+        rounds, unconverged = bootstrap(design, theta, rounds=bootstrap_rounds, seed=seed)
+        if unconverged:
+            fit_warnings.append(
+                f"{unconverged} of {bootstrap_rounds} bootstrap rounds did not converge: "
+                "the intervals may be off"
+            )
         round_scores = np.apply_along_axis(_scores, 1, rounds[:, :m])  # (R, M)
         low, high = np.quantile(round_scores, [alpha / 2, 1 - alpha / 2], axis=0)
         beta_low, beta_high = np.quantile(rounds[:, m:], [alpha / 2, 1 - alpha / 2], axis=0)
@@ -203,19 +213,22 @@ def fit_ratings(
         theta=theta,
         l2=l2,
         iterations=iterations,
-        warnings=data_warnings(battles, l2),
+        warnings=fit_warnings,
     )
 
 
-def bootstrap(design: Design, theta: Array, *, rounds: int, seed: int) -> Array:
+def bootstrap(design: Design, theta: Array, *, rounds: int, seed: int) -> tuple[Array, int]:
     """Refit on `rounds` resamples of the battles, each drawn as multinomial weights over the
-    rows (the same as resampling battles with replacement) and warm-started at `theta`."""
+    rows (the same as resampling battles with replacement) and warm-started at `theta`.
+    Returns the (R, P) parameters of the rounds and how many of them did not converge (those
+    keep where Newton stopped)."""
     rng = np.random.default_rng(seed)
     factor = cho_factor(hessian(theta, design))
     total = design.weight.sum()
     n = len(design.weight)
     unit = bool(np.all(design.weight == 1.0))
     out = np.empty((rounds, design.n_params))
+    unconverged = 0
     for i in range(rounds):
         if unit:
             weight = np.bincount(rng.integers(0, n, size=n), minlength=n).astype(np.float64)
@@ -225,8 +238,12 @@ def bootstrap(design: Design, theta: Array, *, rounds: int, seed: int) -> Array:
         try:
             out[i], _ = chord(resample, theta, factor, tol=1e-8)
         except ConvergenceError:  # a resample far from the full data: plain Newton
-            out[i], _ = newton(resample, theta, tol=1e-8)
-    return out
+            try:
+                out[i], _ = newton(resample, theta, tol=1e-8)
+            except ConvergenceError as exc:
+                out[i] = exc.theta
+                unconverged += 1
+    return out, unconverged
 
 
 def sandwich_covariance(design: Design, theta: Array) -> Array:
@@ -240,32 +257,103 @@ def sandwich_covariance(design: Design, theta: Array) -> Array:
 
 
 def data_warnings(battles: Battles, l2: float) -> list[str]:
+    """What in the data makes some scores rest on the L2 penalty rather than the votes."""
     warnings: list[str] = []
     m = battles.n_models
-    decisive = battles.outcome != 0.5
-    wins = np.bincount(battles.a, weights=decisive * battles.outcome * battles.weight, minlength=m)
-    wins += np.bincount(
-        battles.b, weights=decisive * (1 - battles.outcome) * battles.weight, minlength=m
+    present = battles.weight > 0
+    a, b, y, w = (
+        battles.a[present],
+        battles.b[present],
+        battles.outcome[present],
+        battles.weight[present],
     )
-    games = np.bincount(battles.a, weights=decisive * battles.weight, minlength=m)
-    games += np.bincount(battles.b, weights=decisive * battles.weight, minlength=m)
-    for i, name in enumerate(battles.models):
-        if games[i] > 0 and wins[i] in (0, games[i]):
-            kind = "won" if wins[i] else "lost"
-            warnings.append(
-                f"{name} {kind} every decisive battle: its rating is finite only because of the "
-                f"L2 penalty (λ={l2:g}) and is not meaningful"
-            )
-    graph = coo_matrix((np.ones(len(battles.a)), (battles.a, battles.b)), shape=(m, m))
-    groups, labels = connected_components(graph, directed=False)
-    if groups > 1:
-        sizes = np.bincount(labels)
+    # Won (or lost) every battle, none tied: a tie, like a win and a loss, would bound it.
+    points = np.bincount(a, weights=y * w, minlength=m) + np.bincount(
+        b, weights=(1 - y) * w, minlength=m
+    )
+    games = np.bincount(a, weights=w, minlength=m) + np.bincount(b, weights=w, minlength=m)
+    one_sided = (games > 0) & ((points == 0) | (points == games))  # (M,)
+    for i in np.flatnonzero(one_sided):
+        kind = "won" if points[i] else "lost"
         warnings.append(
-            f"the comparison graph has {groups} disconnected groups (sizes {sorted(sizes.tolist(), reverse=True)}): "
-            f"scores of models in different groups are not comparable; the L2 penalty (λ={l2:g}) "
-            "centres each group"
+            f"{battles.models[i]} {kind} every battle it played: its rating is finite only "
+            f"because of the L2 penalty (λ={l2:g}) and is not meaningful"
+        )
+    met = coo_matrix((np.ones(len(a)), (a, b)), shape=(m, m))
+    n_components, component = connected_components(met, directed=False)
+    if n_components > 1:
+        sizes = sorted(np.bincount(component).tolist(), reverse=True)
+        warnings.append(
+            f"the comparison graph has {n_components} disconnected groups (sizes {sizes}): "
+            f"scores of models in different groups are not comparable; the L2 penalty "
+            f"(λ={l2:g}) centres each group"
+        )
+    groups = _groups_without_finite_gaps(a, b, y, component, one_sided, m)
+    if groups:
+        named = " > ".join(_names(battles.models, g) for g in groups[:8])
+        more = f" and {len(groups) - 8} more" if len(groups) > 8 else ""
+        warnings.append(
+            "the votes leave gaps between groups of models undetermined (no model in a later "
+            f"group ever beat or tied one in an earlier group): {named}{more}; those gaps are "
+            f"finite only because of the L2 penalty (λ={l2:g}) and are not meaningful"
         )
     return warnings
+
+
+def _groups_without_finite_gaps(
+    a: NDArray[np.intp],
+    b: NDArray[np.intp],
+    y: Array,
+    component: NDArray[np.int32],
+    one_sided: NDArray[np.bool_],
+    m: int,
+) -> list[NDArray[np.intp]]:
+    """Ford's condition: Bradley–Terry has a finite optimum only if the graph with an edge
+    from loser to winner of every decisive battle (both ways for a tie) is strongly connected
+    within each group of models that met. The strongly connected groups of a connected group
+    that fails, best first (a topological order), leaving out single models already reported
+    as having won or lost every decisive battle; empty when every gap is determined."""
+    tie = y == 0.5
+    winner = np.where(y > 0.5, a, b)
+    loser = np.where(y > 0.5, b, a)
+    source = np.concatenate([loser[~tie], a[tie], b[tie]])
+    target = np.concatenate([winner[~tie], b[tie], a[tie]])
+    beaten = coo_matrix((np.ones(len(source)), (source, target)), shape=(m, m))
+    n_groups, group = connected_components(beaten, directed=True, connection="strong")
+    size = np.bincount(group, minlength=n_groups)
+    reported = np.zeros(n_groups, dtype=bool)
+    reported[group[one_sided]] = size[group[one_sided]] == 1
+    # Unreported strong groups per connected group: more than one means an undetermined gap.
+    unreported = np.unique(np.stack([component, group]), axis=1)  # (2, G): pairs present
+    unreported = unreported[:, ~reported[unreported[1]]]
+    split = np.bincount(unreported[0]) > 1
+    if not split.any():
+        return []
+    # Topological order of the groups, winners first: a group comes once every group that
+    # beat or tied one of its models has come.
+    pairs = np.unique(np.stack([group[target], group[source]]), axis=1)  # (2, E) winner, loser
+    above = [(int(hi), int(lo)) for hi, lo in pairs.T if hi != lo]
+    pending = np.zeros(n_groups, dtype=np.intp)
+    for _, lo in above:
+        pending[lo] += 1
+    order: list[int] = []
+    ready = [g for g in range(n_groups) if pending[g] == 0]
+    while ready:
+        g = ready.pop(0)
+        order.append(g)
+        for hi, lo in above:
+            if hi == g:
+                pending[lo] -= 1
+                if pending[lo] == 0:
+                    ready.append(lo)
+    shown = {int(g) for c, g in unreported.T if split[c]}
+    return [np.flatnonzero(group == g) for g in order if g in shown]
+
+
+def _names(models: list[str], members: NDArray[np.intp], limit: int = 5) -> str:
+    names = [models[i] for i in members[:limit]]
+    more = f" +{len(members) - limit} more" if len(members) > limit else ""
+    return "{" + ", ".join(names) + more + "}"
 
 
 def _scores(r: Array) -> Array:

@@ -139,7 +139,12 @@ def transpose_times(v: Array, design: Design) -> Array:
 
 
 class ConvergenceError(RuntimeError):
-    pass
+    """The fit stopped short of the optimum; `theta` is where it stopped, after `iterations`."""
+
+    def __init__(self, message: str, *, theta: Array, iterations: int) -> None:
+        super().__init__(message)
+        self.theta = theta
+        self.iterations = iterations
 
 
 def newton(
@@ -152,7 +157,9 @@ def newton(
     after a few more votes, a bootstrap round) takes two or three steps. Each iteration makes
     one pass over the battles for the linear predictor and one for gradient and Hessian.
     Stops when the largest change of a centred rating or style coefficient is below `tol`.
-    Returns (θ, iterations).
+    Returns (θ, iterations); raises ConvergenceError, carrying the last θ, when it runs out of
+    iterations or when no fraction of a Newton step lowers the objective (non-finite data, or
+    a step computed from a Hessian so ill-conditioned that it points uphill).
     """
     theta = np.zeros(design.n_params) if theta0 is None else np.array(theta0, dtype=np.float64)
     eta = design.linear_predictor(theta)
@@ -165,13 +172,23 @@ def newton(
             candidate = theta - scale * step
             candidate_eta = design.linear_predictor(candidate)
             candidate_value = _value(candidate_eta, candidate, design)
-            if candidate_value <= value + 1e-12 * abs(value) or scale < 1e-8:
+            if candidate_value <= value + 1e-12 * abs(value):
                 break
+            if scale == 1.0 and _change(step, design.n_models) < tol:
+                break  # a whole step below tolerance: θ has converged and the rise is rounding
             scale *= 0.5
+            if scale < 1e-8:
+                raise ConvergenceError(
+                    f"Newton's step did not lower the objective at iteration {iteration}",
+                    theta=theta,
+                    iterations=iteration,
+                )
         theta, eta, value = candidate, candidate_eta, candidate_value
         if _change(scale * step, design.n_models) < tol:
             return theta, iteration
-    raise ConvergenceError(f"Newton did not converge in {max_iter} iterations")
+    raise ConvergenceError(
+        f"Newton did not converge in {max_iter} iterations", theta=theta, iterations=max_iter
+    )
 
 
 def chord(
@@ -209,7 +226,9 @@ def chord(
             break
         if _change(step, m) < tol:
             return theta, iteration
-    raise ConvergenceError(f"chord iteration did not converge in {max_iter} steps")
+    raise ConvergenceError(
+        f"chord iteration did not converge in {max_iter} steps", theta=theta, iterations=max_iter
+    )
 
 
 def _change(step: NDArray[np.floating], n_models: int) -> float:

@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 from arena.rating import Battles, fit_ratings, longer_answer_wins, votes_per_pair
+from arena.rating import model as rating_model
 from arena.rating.synthetic import synthetic_battles
 
 
@@ -108,12 +109,18 @@ def test_sandwich_intervals_cover_the_truth_at_about_the_nominal_rate():
     assert 0.90 <= covered / total <= 0.99
 
 
-def test_ranks_count_the_models_surely_above(style_fit):
-    by_model = {s.model: s for s in style_fit.scores}
-    for score in style_fit.scores:
-        above = sum(other.ci_low > score.ci_high for other in by_model.values())
-        assert score.rank == 1 + above
-    assert style_fit.scores[0].rank == 1
+def test_a_rank_is_one_plus_the_number_of_models_surely_above():
+    # top beats mid and low 90 times in 100, and they beat bottom as often; mid and low play
+    # alike and tie each other, so nothing tells them apart. 90 : 10 is about 380 points,
+    # many times the width of any interval here.
+    rows = []
+    for middle in ("mid", "low"):
+        rows += [("top", middle, "model_a")] * 90 + [("top", middle, "model_b")] * 10
+        rows += [(middle, "bottom", "model_a")] * 90 + [(middle, "bottom", "model_b")] * 10
+    rows += [("mid", "low", "tie")] * 50
+    battles = Battles.build(*map(list, zip(*rows, strict=True)))
+    result = fit_ratings(battles, style=False, ci="sandwich")
+    assert {s.model: s.rank for s in result.scores} == {"top": 1, "mid": 2, "low": 2, "bottom": 4}
 
 
 def test_bootstrap_superiority_and_win_probabilities_are_consistent(style_fit):
@@ -150,13 +157,44 @@ def test_a_model_that_only_wins_stays_finite_and_is_flagged():
     )
     result = fit_ratings(battles, style=False, ci="sandwich")
     assert np.isfinite(result.score_of("champ").score)
-    assert any("champ won every decisive battle" in w for w in result.warnings)
+    assert any("champ won every battle it played" in w for w in result.warnings)
 
 
 def test_disconnected_groups_are_flagged():
     battles = Battles.build(["a", "c"], ["b", "d"], ["model_a", "model_b"])
     result = fit_ratings(battles, style=False, ci=None)
     assert any("2 disconnected groups" in w for w in result.warnings)
+
+
+def test_groups_that_only_ever_beat_other_groups_are_flagged_by_name():
+    # A and B always beat C and D; within each pair the votes split evenly. Every model has
+    # won and lost, and all met, yet the gap between the pairs has no finite optimum.
+    games = [("A", "C"), ("A", "D"), ("B", "C"), ("B", "D")] * 3
+    split = [
+        ("A", "B", "model_a"),
+        ("A", "B", "model_b"),
+        ("C", "D", "model_a"),
+        ("C", "D", "model_b"),
+    ]
+    rows = [(x, y, "model_a") for x, y in games] + split
+    battles = Battles.build(*map(list, zip(*rows, strict=True)))
+    result = fit_ratings(battles, style=False, ci=None)
+    assert len(result.warnings) == 1
+    assert "{A, B} > {C, D}" in result.warnings[0] and "L2 penalty" in result.warnings[0]
+    # One tie across the pairs, or one upset, is enough to make the optimum finite.
+    for closing in ("tie", "model_b"):
+        closed = Battles.build(*map(list, zip(*rows, ("A", "C", closing), strict=True)))
+        assert fit_ratings(closed, style=False, ci=None).warnings == []
+
+
+def test_a_fit_that_does_not_converge_says_so(monkeypatch):
+    battles = Battles.build(["x", "y", "z"], ["y", "z", "x"], ["model_a", "model_a", "tie"])
+    hessian_at = rating_model._hessian_at
+    monkeypatch.setattr(
+        rating_model, "_hessian_at", lambda p, design: -hessian_at(p, design)
+    )  # uphill
+    result = fit_ratings(battles, style=False, ci=None)
+    assert any("did not converge" in w for w in result.warnings)
 
 
 def test_the_longer_answer_share_and_votes_per_pair():

@@ -3,8 +3,9 @@ import pytest
 from scipy.linalg import cho_factor
 from scipy.optimize import approx_fprime, check_grad
 
+from arena.rating import model
 from arena.rating.fit import design_of
-from arena.rating.model import chord, gradient, hessian, newton, objective
+from arena.rating.model import ConvergenceError, chord, gradient, hessian, newton, objective
 from arena.rating.synthetic import synthetic_battles
 
 
@@ -45,3 +46,17 @@ def test_the_chord_method_reaches_the_same_optimum_on_a_resample(design):
     exact, _ = newton(resample, theta)
     approximate, _ = chord(resample, theta, cho_factor(hessian(theta, design)), tol=1e-10)
     np.testing.assert_allclose(approximate, exact, atol=1e-8)
+
+
+def test_newton_reports_steps_that_cannot_descend_instead_of_stopping_there(design, monkeypatch):
+    optimum, _ = newton(design)
+    start = optimum + np.random.default_rng(4).normal(0, 1e-3, design.n_params)
+    value = model._value
+
+    def nowhere_lower(eta, theta, design):  # every point but the start is worse
+        return value(eta, theta, design) + (0.0 if np.array_equal(theta, start) else 1.0)
+
+    monkeypatch.setattr(model, "_value", nowhere_lower)
+    with pytest.raises(ConvergenceError, match="did not lower the objective") as failure:
+        newton(design, start)
+    np.testing.assert_array_equal(failure.value.theta, start)  # where it stopped, not beyond
