@@ -1,10 +1,12 @@
 import json
 from io import StringIO
 
+import numpy as np
 import pytest
 from django.core.management import CommandError, call_command
 
 from arena.battles.services import vote_record
+from arena.leaderboard.management.commands import ratings as ratings_command
 from arena.leaderboard.models import RatingSnapshot
 from arena.rating.synthetic import synthetic_battles
 from tests import factories
@@ -59,6 +61,87 @@ def test_a_battle_file_is_rated_in_the_contract_json(tmp_path):
     assert row["ci_low"] <= row["score"] <= row["ci_high"]
     assert sum(s["score"] for s in output["scores"]) / 4 == pytest.approx(1000, abs=0.05)
     assert len(output["raw_scores"]) == 4
+
+
+def arena_row(model_a, model_b, winner, side_a, side_b):
+    """A line as the public Chatbot Arena data has it, fields we do not use included."""
+    tokens_a, headers_a, lists_a, bold_a = side_a
+    tokens_b, headers_b, lists_b, bold_b = side_b
+    h = {f"h{i}": 0 for i in range(1, 7)}
+    return {
+        "question_id": f"{model_a}-{model_b}-{winner}",
+        "model_a": model_a,
+        "model_b": model_b,
+        "winner": winner,
+        "judge": "arena_user_1234",
+        "turn": 1,
+        "anony": True,
+        "language": "English",
+        "tstamp": 1717000000.5,
+        "dedup_tag": {"high_freq": False, "sampled": True},
+        "category_tag": {"math_v0.1": {"math": False}},
+        "conv_metadata": {
+            "sum_user_tokens": 12,
+            "sum_assistant_a_tokens": tokens_a,
+            "sum_assistant_b_tokens": tokens_b,
+            "context_a_tokens": 40,
+            "context_b_tokens": 41,
+            "turns": 1,
+            "header_count_a": {**h, **headers_a},
+            "header_count_b": {**h, **headers_b},
+            "list_count_a": {"ordered": 0, "unordered": 0, **lists_a},
+            "list_count_b": {"ordered": 0, "unordered": 0, **lists_b},
+            "bold_count_a": {"**": 0, "__": 0, **bold_a},
+            "bold_count_b": {"**": 0, "__": 0, **bold_b},
+        },
+    }
+
+
+def test_a_chatbot_arena_file_feeds_the_fit_its_style_differences(tmp_path, monkeypatch):
+    rows = [
+        arena_row(
+            "alpha",
+            "beta",
+            "model_a",
+            (30, {"h1": 1, "h2": 2, "h6": 1}, {"ordered": 2, "unordered": 3}, {"**": 1, "__": 2}),
+            (10, {"h3": 1}, {}, {"**": 3}),
+        ),
+        arena_row(
+            "alpha",
+            "gamma",
+            "tie (bothbad)",
+            (0, {"h4": 2}, {"unordered": 1}, {"__": 4}),
+            (9, {"h5": 1, "h1": 1}, {"ordered": 4}, {}),
+        ),
+        arena_row(
+            "beta", "gamma", "model_b", (5, {"h2": 3}, {}, {"**": 1}), (5, {}, {}, {"__": 1})
+        ),
+        arena_row("gamma", "alpha", "tie", (100, {}, {"ordered": 2}, {}), (50, {}, {}, {"**": 2})),
+    ]
+    path = tmp_path / "arena.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    fitted = []
+    fit = ratings_command.fit_ratings
+
+    def spy(battles, **options):
+        fitted.append((battles, options["style"]))
+        return fit(battles, **options)
+
+    monkeypatch.setattr(ratings_command, "fit_ratings", spy)
+    output = json.loads(run("--votes", str(path), "--ci", "sandwich", "--json"))
+
+    assert output["n_battles"] == 4
+    battles = next(b for b, style in fitted if style)
+    assert battles.models == ["alpha", "beta", "gamma"]
+    assert battles.outcome.tolist() == [1.0, 0.5, 0.0, 0.5]
+    # (a - b) / (a + b + 1) of: tokens, headers h1..h6, list items, bold spans
+    expected = [
+        [20 / 41, 3 / 6, 5 / 6, 0 / 7],
+        [-9 / 10, 0 / 5, -3 / 6, 4 / 5],
+        [0 / 11, 3 / 4, 0 / 1, 0 / 3],
+        [50 / 151, 0 / 1, 2 / 3, -2 / 3],
+    ]
+    np.testing.assert_allclose(battles.style, expected, rtol=0, atol=1e-12)
 
 
 def test_raw_ratings_need_no_style_fields(tmp_path):
