@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -25,6 +26,8 @@ from arena.leaderboard.services import LIVE_GROUP, live_payload
 from frontend.markdown import render_markdown
 from frontend.voters import voter_key_or_none
 
+log = logging.getLogger(__name__)
+
 
 class BattleConsumer(AsyncJsonWebsocketConsumer):
     task: asyncio.Task[None] | None = None
@@ -38,6 +41,9 @@ class BattleConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=4404)
             return
         await self.accept()
+        # What this socket has shown so far, so a failure can close the sides still writing.
+        self.shown: dict[str, list[str]] = {side: [] for side in ("a", "b")}
+        self.sides_done: set[str] = set()
         self.task = asyncio.create_task(self._stream_or_replay(battle))
 
     async def disconnect(self, code: int) -> None:
@@ -48,9 +54,16 @@ class BattleConsumer(AsyncJsonWebsocketConsumer):
 
     async def _stream_or_replay(self, battle: Battle) -> None:
         if battle.state == Battle.State.CREATED:
-            finished = await battle_run(battle.pk, self._forward)
+            try:
+                finished = await battle_run(battle.pk, self._forward)
+            except Exception:
+                # battle_run has marked the battle failed; the voter must hear so too, or the
+                # page shows "Writing…" forever.
+                log.exception("battle %s failed while its answers were generated", battle.pk)
+                await self._send_generation_failed()
+                return
             if finished is not None:
-                await self._send_battle_done(finished)
+                await self._send_battle_done(votable=finished.state == Battle.State.COMPLETE)
                 return
             battle = await database_sync_to_async(Battle.objects.get)(pk=battle.pk)
         if battle.state == Battle.State.GENERATING:
@@ -61,12 +74,14 @@ class BattleConsumer(AsyncJsonWebsocketConsumer):
             return
         for side, result in await database_sync_to_async(_stored_results)(battle):
             await self._forward(SideFinished(side, result))
-        await self._send_battle_done(battle)
+        await self._send_battle_done(votable=battle.state == Battle.State.COMPLETE)
 
     async def _forward(self, event: GenerationEvent) -> None:
         if isinstance(event, SideDelta):
+            self.shown[event.side].append(event.text)
             await self.send_json({"type": "delta", "side": event.side, "text": event.text})
             return
+        self.sides_done.add(event.side)
         result = event.result
         await self.send_json(
             {
@@ -78,8 +93,20 @@ class BattleConsumer(AsyncJsonWebsocketConsumer):
             }
         )
 
-    async def _send_battle_done(self, battle: Battle) -> None:
-        votable = battle.state == Battle.State.COMPLETE
+    async def _send_generation_failed(self) -> None:
+        for side in sorted(set(self.shown) - self.sides_done):
+            await self.send_json(
+                {
+                    "type": "side_done",
+                    "side": side,
+                    "html": render_markdown("".join(self.shown[side])),
+                    "finish_reason": "error",
+                    "error": "This answer was interrupted.",
+                }
+            )
+        await self._send_battle_done(votable=False)
+
+    async def _send_battle_done(self, *, votable: bool) -> None:
         frame: dict[str, Any] = {"type": "battle_done", "votable": votable}
         if votable:
             frame["vote_after_ms"] = round(settings.ARENA_MIN_VOTE_SECONDS * 1000)
@@ -95,13 +122,19 @@ def _battle_of_session(session: Any, battle_id: str) -> Battle | None:
 
 
 def _stored_results(battle: Battle) -> list[tuple[str, SideResult]]:
+    # A battle interrupted mid-answer failed without storing its answers: say so on replay
+    # rather than show two empty "Done." sides.
+    interrupted = battle.state == Battle.State.FAILED
     return [
         (
             answer.side,
             SideResult(
                 text=answer.text,
                 finish_reason=answer.finish_reason,
-                error=answer.error,
+                error=answer.error
+                or (
+                    "the answer was interrupted" if interrupted and not answer.finish_reason else ""
+                ),
                 first_token_s=None,
                 total_s=0.0,
             ),

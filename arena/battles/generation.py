@@ -51,8 +51,9 @@ def _claim_and_load(battle_id: str) -> tuple[str, list[Answer]] | None:
 async def battle_run(battle_id: str, emit: EventSink) -> Battle | None:
     """Generate and record a battle's answers; None if another run already claimed it.
 
-    If the caller is cancelled (the voter closed the page), the battle is marked failed so it
-    can never be voted on with half-written answers.
+    If the caller is cancelled (the voter closed the page) or anything raises (the answers
+    could not be stored, ...), the battle is marked failed so it can never be voted on with
+    half-written answers, and the exception propagates.
     """
     claimed = await _claim_and_load(battle_id)
     if claimed is None:
@@ -86,8 +87,13 @@ async def battle_run(battle_id: str, emit: EventSink) -> Battle | None:
         return answer.side, result
 
     try:
-        results = dict(await asyncio.gather(*(run_side(answer) for answer in answers)))
+        # A task group, not gather: when one side raises, the other stops streaming too.
+        async with asyncio.TaskGroup() as group:
+            sides = [group.create_task(run_side(answer)) for answer in answers]
+        results = dict(side.result() for side in sides)
+        return await database_sync_to_async(battle_record_answers)(
+            battle_id=battle_id, results=results
+        )
     except BaseException:
         await asyncio.shield(database_sync_to_async(battle_mark_interrupted)(battle_id=battle_id))
         raise
-    return await database_sync_to_async(battle_record_answers)(battle_id=battle_id, results=results)

@@ -7,11 +7,21 @@ so moving a contestant to a GPU needs a new base URL, not new code.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import openai
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# What a voter is told; never the exception's own message, which may name a URL or a model.
+CONNECTION_LOST = "the model server connection was lost"
+CUT_OFF = "the answer ended before the model said it was finished"
 
 
 @dataclass(frozen=True)
@@ -37,6 +47,26 @@ class StreamEnd:
 StreamEvent = TextDelta | StreamEnd
 
 
+class _ServerClock:
+    """The answer's time budget, spent only while waiting on the server.
+
+    Each wait gets its own timeout, so the deadline can never fire while the caller holds a
+    yielded delta (its cancellation would land in the caller's code), and a slow reader does
+    not use up the model's time.
+    """
+
+    def __init__(self, budget_s: float) -> None:
+        self.left_s = budget_s
+
+    async def wait(self, awaitable: Awaitable[T]) -> T:
+        began = time.monotonic()
+        try:
+            async with asyncio.timeout(max(self.left_s, 0.0)):
+                return await awaitable
+        finally:
+            self.left_s -= time.monotonic() - began
+
+
 async def stream_chat(
     endpoint: Endpoint,
     messages: list[dict[str, str]],
@@ -47,8 +77,10 @@ async def stream_chat(
 ) -> AsyncIterator[StreamEvent]:
     """Yield text deltas, then exactly one `StreamEnd`; never raises for a model's failure.
 
-    A connection error, an HTTP error or running past `timeout_s` ends the stream with
-    finish_reason "error" and a short message fit to show a voter (no URLs, no model names).
+    A connection error, an HTTP error, an unreadable stream, a stream that ends without a
+    finish reason (every conforming server sends one on its last chunk) or more than
+    `timeout_s` spent waiting on the server ends the stream with finish_reason "error" and a
+    short message fit to show a voter (no URLs, no model names).
     """
     client = openai.AsyncOpenAI(
         base_url=endpoint.base_url,
@@ -56,46 +88,67 @@ async def stream_chat(
         timeout=timeout_s,
         max_retries=0,
     )
+    clock = _ServerClock(timeout_s)
     started = time.monotonic()
     first_token_s: float | None = None
     finish_reason = ""
+    failure = ""
     try:
-        async with asyncio.timeout(timeout_s):
-            stream = await client.chat.completions.create(
-                model=endpoint.model,
-                messages=messages,  # type: ignore[arg-type]
-                max_tokens=max_tokens,
-                temperature=temperature,
-                stream=True,
+        try:
+            stream = await clock.wait(
+                client.chat.completions.create(
+                    model=endpoint.model,
+                    messages=messages,  # type: ignore[arg-type]
+                    max_tokens=max_tokens,
+                    temperature=temperature,
+                    stream=True,
+                )
             )
-            async for chunk in stream:
-                for choice in chunk.choices:
-                    text = choice.delta.content if choice.delta else None
-                    if text:
-                        if first_token_s is None:
-                            first_token_s = time.monotonic() - started
-                        yield TextDelta(text)
-                    if choice.finish_reason:
-                        finish_reason = choice.finish_reason
-    except TimeoutError:
-        yield StreamEnd("error", f"timed out after {timeout_s:g} s", first_token_s, _since(started))
-        return
-    except openai.APIStatusError as exc:
-        yield StreamEnd(
-            "error", f"model server error (HTTP {exc.status_code})", first_token_s, _since(started)
-        )
-        return
-    except (openai.APIError, OSError) as exc:
-        yield StreamEnd(
-            "error",
-            f"model server unreachable ({type(exc).__name__})",
-            first_token_s,
-            _since(started),
-        )
-        return
+        except Exception as exc:
+            failure = _voter_safe_failure(exc, endpoint, timeout_s, answering=False)
+            stream = None
+        while stream is not None and not failure:
+            try:
+                chunk = await clock.wait(anext(stream, None))
+            except Exception as exc:
+                failure = _voter_safe_failure(exc, endpoint, timeout_s, answering=True)
+                break
+            if chunk is None:
+                break
+            for choice in chunk.choices:
+                text = choice.delta.content if choice.delta else None
+                if text:
+                    if first_token_s is None:
+                        first_token_s = time.monotonic() - started
+                    yield TextDelta(text)
+                if choice.finish_reason:
+                    finish_reason = choice.finish_reason
     finally:
         await client.close()
-    yield StreamEnd(finish_reason or "unknown", "", first_token_s, _since(started))
+    if not failure and not finish_reason:
+        failure = CUT_OFF
+    if failure:
+        yield StreamEnd("error", failure, first_token_s, _since(started))
+    else:
+        yield StreamEnd(finish_reason, "", first_token_s, _since(started))
+
+
+def _voter_safe_failure(
+    exc: Exception, endpoint: Endpoint, timeout_s: float, *, answering: bool
+) -> str:
+    if isinstance(exc, TimeoutError | openai.APITimeoutError):
+        return f"timed out after {timeout_s:g} s"
+    if isinstance(exc, openai.APIStatusError):
+        return f"model server error (HTTP {exc.status_code})"
+    if isinstance(exc, openai.APIConnectionError | OSError) and not answering:
+        return f"model server unreachable ({type(exc).__name__})"
+    # Anything else — the connection dropped mid-answer, an error event in the stream, a chunk
+    # that is not JSON — is a failure of this model, not of the arena: the operator gets the
+    # traceback, the voter a plain sentence.
+    log.warning("stream from %s (%s) failed", endpoint.base_url, endpoint.model, exc_info=exc)
+    if isinstance(exc, openai.APIError) and not isinstance(exc, openai.APIConnectionError):
+        return f"model server error ({type(exc).__name__})"
+    return f"{CONNECTION_LOST} ({type(exc).__name__})"
 
 
 def _since(started: float) -> float:

@@ -5,8 +5,8 @@ from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 
 from arena.battles.models import Battle
-from arena.battles.services import battle_create
-from arena.serving.client import Endpoint
+from arena.battles.services import BattleRefused, battle_create, vote_record
+from arena.serving.client import Endpoint, TextDelta
 from frontend.routing import websocket_urlpatterns
 from tests import factories
 from tests.support.scripted_llm import Script
@@ -14,6 +14,7 @@ from tests.support.scripted_llm import Script
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
 
 VOTER = "socket-voter"
+VOTER_KEY = factories.voter_key(VOTER)
 
 
 def scripted_pair(scripted_llm, text_one: str, text_two: str, **script_options):
@@ -148,3 +149,48 @@ async def test_another_voters_battle_is_not_opened(scripted_llm):
     frames, connected = await run_battle(battle.pk, voter="stranger")
     assert not connected
     assert (await db(Battle.objects.get, pk=battle.pk)).state == Battle.State.CREATED
+
+
+async def test_a_model_server_dying_mid_answer_fails_the_battle_and_ends_the_page(scripted_llm):
+    await db(scripted_pair, scripted_llm, "fine", "")
+    scripted_llm.scripts["beta-model"] = Script("Half an answer and then", cut_after_chars=8)
+    battle = await db(new_battle)
+
+    frames, _ = await run_battle(battle.pk)
+
+    errors = [f["error"] for f in frames if f["type"] == "side_done" and f["error"]]
+    assert len(errors) == 1
+    assert errors[0].startswith("This model failed to answer: the model server connection was lost")
+    assert frames[-1]["type"] == "battle_done" and frames[-1]["votable"] is False
+    assert (await db(Battle.objects.get, pk=battle.pk)).state == Battle.State.FAILED
+    with pytest.raises(BattleRefused) as refused:
+        await db(vote_record, battle_id=battle.pk, choice="a", voter_key=VOTER_KEY, ip_hash="ip")
+    assert refused.value.code == "battle_failed"
+
+
+async def test_a_battle_that_breaks_while_generating_still_ends_the_page(scripted_llm, monkeypatch):
+    # Whatever escapes generation (here a stream that raises; in life a database error while
+    # storing the answers), the voter gets closing frames instead of "Writing…" forever.
+    await db(scripted_pair, scripted_llm, "Alpha answers in full.", "Beta answers in full.")
+
+    async def breaking_stream(endpoint, messages, **options):
+        yield TextDelta("Partial")
+        raise RuntimeError("something nobody foresaw")
+
+    monkeypatch.setattr("arena.battles.generation.stream_chat", breaking_stream)
+    battle = await db(new_battle)
+
+    frames, _ = await run_battle(battle.pk)
+
+    closing = [f for f in frames if f["type"] == "side_done"]
+    assert {f["side"] for f in closing} == {"a", "b"}
+    assert all(f["error"] == "This answer was interrupted." for f in closing)
+    assert any("Partial" in f["html"] for f in closing)
+    assert frames[-1] == {
+        "type": "battle_done",
+        "votable": False,
+        "message": "A model failed to answer, so this battle cannot be voted on.",
+    }
+    assert (await db(Battle.objects.get, pk=battle.pk)).state == Battle.State.FAILED
+    with pytest.raises(BattleRefused, match="cannot be voted on"):
+        await db(vote_record, battle_id=battle.pk, choice="a", voter_key=VOTER_KEY, ip_hash="ip")

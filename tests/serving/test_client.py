@@ -1,3 +1,5 @@
+import asyncio
+
 import pytest
 
 from arena.serving.client import Endpoint, StreamEnd, TextDelta, stream_chat
@@ -52,3 +54,51 @@ async def test_an_unreachable_server_is_an_error_not_an_exception():
     _, end = await collect(Endpoint("http://127.0.0.1:9/v1", "nobody"))
     assert end.finish_reason == "error"
     assert "unreachable" in end.error
+
+
+@pytest.mark.asyncio
+async def test_a_server_dying_mid_answer_ends_the_stream_with_what_was_written(scripted_llm):
+    scripted_llm.scripts["crashing"] = Script("Half an answer and then", cut_after_chars=8)
+    text, end = await collect(Endpoint(scripted_llm.base_url, "crashing"))
+    assert text == "Half an "
+    assert end.finish_reason == "error"
+    assert end.error.startswith("the model server connection was lost")
+    assert "crashing" not in end.error and "127.0.0.1" not in end.error
+
+
+@pytest.mark.asyncio
+async def test_an_unreadable_chunk_is_an_error_not_an_exception(scripted_llm):
+    scripted_llm.scripts["garbled"] = Script("Fine until here", garbage_after_chars=4)
+    text, end = await collect(Endpoint(scripted_llm.base_url, "garbled"))
+    assert text == "Fine"
+    assert end.finish_reason == "error"
+    assert "garbled" not in end.error and "127.0.0.1" not in end.error
+
+
+@pytest.mark.asyncio
+async def test_a_stream_that_ends_without_a_finish_reason_is_a_cut_off_answer(scripted_llm):
+    scripted_llm.scripts["truncated"] = Script("Where was I", finish_reason=None)
+    text, end = await collect(Endpoint(scripted_llm.base_url, "truncated"))
+    assert text == "Where was I"
+    assert end.finish_reason == "error"
+    assert end.error == "the answer ended before the model said it was finished"
+
+
+@pytest.mark.asyncio
+async def test_a_slow_reader_is_not_interrupted_by_the_models_deadline(scripted_llm):
+    # The deadline covers waiting on the server only: a reader that takes longer than the
+    # whole budget over one delta is neither cancelled nor blamed on the model.
+    scripted_llm.scripts["prompt"] = Script("One two three", chunk_chars=4, delay_s=0)
+    events = []
+    async for event in stream_chat(
+        Endpoint(scripted_llm.base_url, "prompt"),
+        MESSAGES,
+        max_tokens=32,
+        temperature=0.0,
+        timeout_s=0.5,
+    ):
+        events.append(event)
+        if len(events) == 1:
+            await asyncio.sleep(1.0)
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "One two three"
+    assert events[-1].finish_reason == "stop"

@@ -29,6 +29,12 @@ class Script:
     delay_s: float = 0.01
     fail_status: int | None = None  # answer with this HTTP status instead of text
     hang_s: float = 0.0  # wait this long before the first chunk (for timeouts)
+    # After this many characters of text, drop the connection as a crashing server does
+    # (no final chunk, no [DONE]: the client sees an incomplete chunked body).
+    cut_after_chars: int | None = None
+    # After this many characters of text, send a chunk that is not JSON.
+    garbage_after_chars: int | None = None
+    finish_reason: str | None = "stop"  # None: the last chunk carries no finish reason
 
 
 @dataclass
@@ -95,13 +101,21 @@ class ScriptedLLM:
                 await asyncio.sleep(script.hang_s)
             text = script.text
             for start in range(0, len(text), script.chunk_chars):
+                if script.cut_after_chars is not None and start >= script.cut_after_chars:
+                    raise ConnectionCut
+                if script.garbage_after_chars is not None and start >= script.garbage_after_chars:
+                    yield "data: {this is not json\n\n"
                 piece = text[start : start + script.chunk_chars]
                 yield _sse(model, {"content": piece}, None)
                 await asyncio.sleep(script.delay_s)
-            yield _sse(model, {}, "stop")
+            yield _sse(model, {}, script.finish_reason)
             yield "data: [DONE]\n\n"
 
         return StreamingResponse(chunks(), media_type="text/event-stream")
+
+
+class ConnectionCut(Exception):
+    """Raised inside a streaming response: uvicorn then closes the connection mid-body."""
 
 
 def _sse(model: str, delta: dict[str, str], finish_reason: str | None) -> str:
