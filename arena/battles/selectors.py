@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from pathlib import Path
 
+from django.conf import settings
 from django.db.models import F
 
 from arena.battles.models import Battle, SuggestedPrompt, TargetedRound
+from arena.serving.models import Contestant
 
 DEFAULT_PROMPTS_FILE = Path(__file__).with_name("default_prompts.txt")
 
@@ -41,3 +44,31 @@ def prompt_suggest(rng: random.Random | None = None) -> str:
 
 def battle_for_voter(*, battle_id: str, voter_key: str) -> Battle | None:
     return Battle.objects.filter(pk=battle_id, voter_key=voter_key).first()
+
+
+@dataclass(frozen=True)
+class IdentityWords:
+    """What an answer must not say (see arena/battles/identity.py for how each kind matches)."""
+
+    names: list[str]
+    configured: list[str]
+
+
+def identity_words() -> IdentityWords:
+    """The names and identity words of every contestant, active or not — an answer naming any
+    model in the arena gives something away — plus the configured words.
+
+    Read fresh for each battle (one query), so a contestant registered a moment ago counts.
+    """
+    names: set[str] = set()
+    configured: set[str] = set(settings.ARENA_IDENTITY_WORDS)
+    rows = Contestant.objects.values_list(
+        "display_name", "served_model_name", "checkpoint_path", "identity_words"
+    )
+    for display_name, served_model_name, checkpoint_path, words in rows:
+        names.update((display_name, served_model_name, checkpoint_path))
+        configured.update(words or [])
+    return IdentityWords(
+        names=sorted(n for n in names if n.strip()),
+        configured=sorted(w for w in configured if w.strip()),
+    )
