@@ -18,10 +18,11 @@ from django.utils import timezone
 
 from arena.battles.identity import revealed_identity
 from arena.battles.models import Answer, Battle, SuggestedPrompt, TargetedRound, Vote
+from arena.battles.selectors import identity_words
 from arena.battles.style import style_features
 from arena.competition.selectors import phase_in_arena
 from arena.serving.models import Contestant
-from arena.serving.selectors import contestant_identity_words, contestants_active
+from arena.serving.selectors import contestants_active
 
 log = logging.getLogger(__name__)
 
@@ -188,14 +189,12 @@ class SideResult:
 @transaction.atomic
 def battle_record_answers(*, battle_id: str, results: dict[str, SideResult]) -> Battle:
     """Store both answers with their timings and style features, and settle the battle:
-    complete (votable), failed (a side errored), void if an answer reveals an identity."""
+    complete (votable), failed (a side errored), void if an answer names any contestant or
+    says a configured identity word."""
     battle = Battle.objects.select_for_update().get(pk=battle_id)
     answers = list(battle.answers.select_related("contestant"))
     void_reason = ""
-    identity_words = [
-        *settings.ARENA_IDENTITY_WORDS,
-        *(word for answer in answers for word in contestant_identity_words(answer.contestant)),
-    ]
+    words = identity_words()
     for answer in answers:
         result = results[answer.side]
         features = style_features(result.text)
@@ -209,7 +208,7 @@ def battle_record_answers(*, battle_id: str, results: dict[str, SideResult]) -> 
         answer.list_counts = features.lists
         answer.bold_counts = features.bold
         answer.save()
-        revealed = revealed_identity(result.text, identity_words)
+        revealed = revealed_identity(result.text, names=words.names, configured=words.configured)
         if revealed and not void_reason:
             void_reason = f"answer {answer.side.upper()} revealed a model identity"
     failed = any(results[answer.side].error for answer in answers)
