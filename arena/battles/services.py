@@ -12,7 +12,7 @@ from datetime import timedelta
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -78,23 +78,10 @@ def battle_create(
             f"Your prompt is {len(prompt):,} characters long; the limit is {limit:,}.",
             code="prompt_too_long",
         )
-    minute_ago = timezone.now() - timedelta(minutes=1)
-    recent = Battle.objects.filter(created_at__gte=minute_ago)
-    if recent.filter(voter_key=voter_key).count() >= settings.ARENA_BATTLES_PER_MINUTE:
-        raise BattleRefused(
-            "You are starting battles too quickly; please wait a minute.",
-            status=429,
-            code="rate_limited",
-        )
-    if recent.filter(ip_hash=ip_hash).count() >= settings.ARENA_BATTLES_PER_MINUTE_PER_IP:
-        raise BattleRefused(
-            "Too many battles from your network; please wait a minute.",
-            status=429,
-            code="rate_limited",
-        )
     rng = rng or random.SystemRandom()
     phase = phase_in_arena()
     with transaction.atomic():
+        _rate_limit_check(voter_key=voter_key, ip_hash=ip_hash)
         targeted = targeted_round_claim(prompt=prompt)
         if targeted is not None:
             pair = [targeted.contestant_a, targeted.contestant_b]
@@ -116,6 +103,42 @@ def battle_create(
             ]
         )
     return battle
+
+
+def _rate_limit_check(*, voter_key: str, ip_hash: str) -> None:
+    """Refuse a battle over the voter's or the network's limit. Runs in the transaction that
+    creates the battle, holding a lock per voter and per network until it commits, so
+    concurrent starts are counted one after another and cannot all slip under the limit."""
+    _lock_until_commit(f"battles-of-voter:{voter_key}", f"battles-of-ip:{ip_hash}")
+    minute_ago = timezone.now() - timedelta(minutes=1)
+    recent = Battle.objects.filter(created_at__gte=minute_ago)
+    if recent.filter(voter_key=voter_key).count() >= settings.ARENA_BATTLES_PER_MINUTE:
+        raise BattleRefused(
+            "You are starting battles too quickly; please wait a minute.",
+            status=429,
+            code="rate_limited",
+        )
+    if recent.filter(ip_hash=ip_hash).count() >= settings.ARENA_BATTLES_PER_MINUTE_PER_IP:
+        raise BattleRefused(
+            "Too many battles from your network; please wait a minute.",
+            status=429,
+            code="rate_limited",
+        )
+
+
+def _lock_until_commit(*names: str) -> None:
+    # PostgreSQL: transaction-scoped advisory locks, taken in a fixed order so two starts
+    # never wait on each other crosswise. SQLite runs one write transaction at a time, so it
+    # needs none. There is no row to lock with SELECT ... FOR UPDATE: voters have no table.
+    if connection.vendor != "postgresql":
+        return
+    keys = sorted(
+        int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), "big", signed=True)
+        for name in names
+    )
+    with connection.cursor() as cursor:
+        for key in keys:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [key])
 
 
 def targeted_round_schedule(
