@@ -42,3 +42,38 @@ def test_things_that_only_look_like_markdown_are_not_counted():
     assert sum(features.headers.values()) == 0
     assert features.lists == {"ordered": 0, "unordered": 0}
     assert features.bold == {"**": 0, "__": 0}
+
+
+def test_thematic_breaks_are_neither_list_items_nor_bold():
+    features = style_features("Intro\n* * *\n***\n- - -\n___\n  *  *  *  *\nOutro\n- a real item")
+    assert features.lists == {"ordered": 0, "unordered": 1}
+    assert features.bold == {"**": 0, "__": 0}
+
+
+def test_a_fence_with_an_info_string_does_not_close_an_open_block():
+    text = "```\nShow this:\n```js\n# still code\n- still code\n```\n# Real header\n"
+    features = style_features(text)
+    assert features.headers["h1"] == 1
+    assert features.lists["unordered"] == 0
+
+
+def test_a_fenced_block_indented_inside_a_list_item_is_code():
+    text = (
+        "1. Install it:\n"
+        "    ```bash\n"
+        "    # not a header\n"
+        "    - not a list item\n"
+        "    ```\n"
+        "2. Run it with **care**.\n"
+    )
+    features = style_features(text)
+    assert features.headers["h1"] == 0
+    assert features.lists == {"ordered": 2, "unordered": 0}
+    assert features.bold["**"] == 1
+
+
+def test_tokens_count_the_whole_answer_code_included():
+    prose = "Run it:\n"
+    code = "```\nx = 1\n```\n"
+    assert style_features(prose + code).tokens == count_tokens(prose) + count_tokens(code)
+    assert count_tokens(code) == 9  # ``` is three tokens, twice; then x, =, 1
