@@ -1,5 +1,12 @@
 """Shared fixtures: the tiny models, real model servers, a scripted OpenAI-compatible server,
-and the arena itself running as a separate daphne process on the test database."""
+and the arena itself running as a separate daphne process on the test database.
+
+The suite runs on the parts production runs on: PostgreSQL (``DATABASE_URL``) and the Redis
+channel layer (``REDIS_URL``), as ``make test`` sets them. Run without them, it stops before
+the first test instead of passing on SQLite and the in-memory layer, which hide the locking and
+cross-process messaging the tests exist to check. ``ARENA_TEST_EMBEDDED=1`` lets it run on the
+embedded defaults anyway, for a quick local loop; such a run proves less.
+"""
 
 from __future__ import annotations
 
@@ -27,6 +34,25 @@ from tests.support.scripted_llm import ScriptedLLM
 ROOT = Path(__file__).resolve().parent.parent
 TEST_MODELS_DIR = ROOT / "var" / "test-models"
 TEST_LOG_DIR = ROOT / "var" / "test-logs"
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if os.environ.get("ARENA_TEST_EMBEDDED") == "1":
+        return
+    wrong: list[str] = []
+    engine = settings.DATABASES["default"]["ENGINE"]
+    if "postgresql" not in engine:
+        wrong.append(f"the database is {engine}, not PostgreSQL (set DATABASE_URL)")
+    layer = settings.CHANNEL_LAYERS["default"]["BACKEND"]
+    if not layer.startswith("channels_redis."):
+        wrong.append(f"the channel layer is {layer}, not channels_redis (set REDIS_URL)")
+    if wrong:
+        pytest.exit(
+            "The test suite runs on PostgreSQL and Redis, as production does: "
+            + "; ".join(wrong)
+            + ". Run `make test`, or set ARENA_TEST_EMBEDDED=1 to run on the embedded defaults.",
+            returncode=pytest.ExitCode.USAGE_ERROR,
+        )
 
 
 @pytest.fixture(scope="session")

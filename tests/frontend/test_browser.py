@@ -3,10 +3,9 @@ running in daphne, PostgreSQL, the Redis channel layer and real `transformers se
 
 from __future__ import annotations
 
-import contextlib
-
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Error as PlaywrightError
+from playwright.sync_api import Page, Response, expect
 
 from arena.battles.models import Answer, Battle, Vote
 from tests import factories
@@ -16,12 +15,18 @@ pytestmark = pytest.mark.slow
 
 
 class Recorder:
-    """Every byte the browser receives: response headers and bodies, and WebSocket frames."""
+    """Every byte the browser receives: response headers and bodies, and WebSocket frames.
+
+    A body Playwright cannot hand over (a redirect has none) is listed in `unreadable` with
+    the reason, so a blindness check can insist that what matters was actually read.
+    """
 
     def __init__(self, page: Page) -> None:
-        self.responses = []
+        self.responses: list[Response] = []
         self.frames: list[str] = []
         self.urls: list[str] = []
+        self.bodies: dict[str, str] = {}  # url -> body of the last response from it
+        self.unreadable: dict[str, str] = {}  # url -> why its body could not be read
         page.on("response", lambda response: self.responses.append(response))
         page.on("request", lambda request: self.urls.append(request.url))
         page.on("websocket", self._socket)
@@ -35,9 +40,20 @@ class Recorder:
         for response in self.responses:
             parts.append(response.url)
             parts.extend(f"{name}: {value}" for name, value in response.all_headers().items())
-            with contextlib.suppress(Exception):  # a redirect or an aborted request has no body
-                parts.append(response.body().decode("utf-8", "replace"))
+            try:
+                body = response.body().decode("utf-8", "replace")
+            except PlaywrightError as error:
+                self.unreadable[response.url] = str(error).splitlines()[0]
+                continue
+            self.bodies[response.url] = body
+            parts.append(body)
         return "\n".join(parts)
+
+    def assert_read(self, *urls: str) -> None:
+        for url in urls:
+            assert url in self.bodies, (
+                f"the body of {url} was not read: {self.unreadable.get(url, 'never received')}"
+            )
 
 
 def ask(page: Page, arena_url: str, prompt: str) -> None:
@@ -69,6 +85,9 @@ def test_a_voter_battles_two_real_models_votes_and_sees_who_they_were(arena, mod
 
     # Blindness: nothing received before the vote names a contestant, its server or its files.
     received = recorder.everything()
+    recorder.assert_read(f"{arena.url}/", f"{arena.url}/api/battles")
+    assert '"battle"' in recorder.bodies[f"{arena.url}/api/battles"]
+    assert any('"battle_done"' in frame for frame in recorder.frames), "frames were recorded"
     for contestant in contestants.values():
         for secret in (contestant.display_name, contestant.base_url, contestant.served_model_name):
             assert secret not in received, f"{secret!r} reached the browser before the vote"
