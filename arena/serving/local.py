@@ -86,8 +86,10 @@ class SupervisedModelServer:
         self._watcher.start()
 
     def wait_ready(self) -> None:
+        """Return once the server answers, or at once when `stop()` is called meanwhile (a
+        restart the watcher is waiting on must not outlive the stop by minutes)."""
         deadline = time.monotonic() + self.ready_timeout_s
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not self._stopping.is_set():
             process = self._process
             if process is not None and process.poll() is not None:
                 raise ServerStartError(
@@ -96,7 +98,9 @@ class SupervisedModelServer:
                 )
             if self.healthy():
                 return
-            time.sleep(0.25)
+            self._stopping.wait(0.25)
+        if self._stopping.is_set():
+            return
         raise ServerStartError(
             f"model server for {self.checkpoint.name} not ready after {self.ready_timeout_s:g} s"
         )

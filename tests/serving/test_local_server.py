@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
+import threading
 import time
 
 import pytest
@@ -13,6 +15,12 @@ from arena.serving.local import ServerStartError, SupervisedModelServer
 from tests.conftest import TEST_LOG_DIR
 
 pytestmark = pytest.mark.slow
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 async def ask(endpoint, prompt="What is 2 plus 3?", max_tokens=40):
@@ -70,3 +78,17 @@ def test_a_crashed_server_is_restarted_and_answers_again(tiny_models):
 def test_a_directory_without_a_model_is_refused_before_anything_starts(tmp_path):
     with pytest.raises(ServerStartError, match="not a model checkpoint"):
         SupervisedModelServer(checkpoint=tmp_path, port=18191).start()
+
+
+def test_stopping_ends_a_wait_for_a_restarting_server_at_once(tmp_path):
+    # The watcher waits like this while a crashed server restarts; stop() must end the wait,
+    # not leave the thread polling a dead port until the ready timeout.
+    server = SupervisedModelServer(checkpoint=tmp_path, port=_free_port(), ready_timeout_s=120)
+    waiter = threading.Thread(target=server.wait_ready)
+    waiter.start()
+    time.sleep(0.5)
+    stopped = time.monotonic()
+    server.stop()
+    waiter.join(timeout=10)
+    assert not waiter.is_alive()
+    assert time.monotonic() - stopped < 5
