@@ -150,8 +150,8 @@ ARENA_MIN_VOTE_SECONDS = env_float("ARENA_MIN_VOTE_SECONDS", 2.0, minimum=0.0)
 # New battles per voter (session) and per salted IP hash, over a sliding minute.
 ARENA_BATTLES_PER_MINUTE = env_int("ARENA_BATTLES_PER_MINUTE", 10, minimum=1)
 ARENA_BATTLES_PER_MINUTE_PER_IP = env_int("ARENA_BATTLES_PER_MINUTE_PER_IP", 60, minimum=1)
-# Words that reveal a model's identity when an answer contains them; each contestant's
-# display name and served model name are added per battle.
+# Words that reveal a model's identity when an answer contains them (suffixed forms too:
+# GPT-4 catches GPT-4o); every contestant's names and identity words are checked as well.
 ARENA_IDENTITY_WORDS = env_list(
     "ARENA_IDENTITY_WORDS",
     [

@@ -15,10 +15,3 @@ def contestant_endpoint(contestant: Contestant) -> Endpoint:
         api_key=contestant.api_key,
     )
 
-
-def contestant_identity_words(contestant: Contestant) -> list[str]:
-    """Everything that would give this contestant away if an answer said it."""
-    words = [contestant.display_name, contestant.served_model_name, *contestant.identity_words]
-    if contestant.checkpoint_path:
-        words.append(contestant.checkpoint_path)
-    return [word for word in words if word.strip()]
