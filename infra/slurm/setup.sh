@@ -208,20 +208,30 @@ config_changed() {  # true if the configs differ from those the running daemons 
   [ -n "$old" ] && [ "$old" != "$new" ]
 }
 
+is_ours() {  # is_ours NAME PID: the PID is still that daemon (guards against PID reuse)
+  [ -n "$2" ] && [ "$(cat "/proc/$2/comm" 2>/dev/null)" = "${1%%-n*}" ]
+}
+STOP_WAIT_STEPS=100                     # x 0.2 s: how long a TERMed daemon gets before KILL
+
 restart_changed_daemons() {
   # Only daemons we started can be restarted (below, by start_*); daemons someone else runs
   # get "scontrol reconfigure" in main. TERM them all at once, then wait: one at a time is slow.
-  local name pid pids=()
+  # Every signal goes to a PID only while it is still the daemon we recorded: one that exited
+  # may have been reused by an unrelated process.
+  local name pid i pids=() names=()
   for name in $(awk '$1 ~ /^slurm/ { print $1 }' "$STARTED"); do
     pid=$(recorded_pid "$name")
-    kill "$pid" 2>/dev/null && pids+=("$pid")
+    if is_ours "$name" "$pid" && kill "$pid" 2>/dev/null; then pids+=("$pid"); names+=("$name"); fi
     forget "$name"
   done
   ((${#pids[@]})) || return 0
   log "config changed: stopping the slurm daemons we started (${pids[*]}) to restart them"
-  for pid in "${pids[@]}"; do
-    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
-    kill -9 "$pid" 2>/dev/null || true
+  for i in "${!pids[@]}"; do
+    for _ in $(seq 1 "$STOP_WAIT_STEPS"); do is_ours "${names[$i]}" "${pids[$i]}" || break; sleep 0.2; done
+    if is_ours "${names[$i]}" "${pids[$i]}"; then
+      log "${names[$i]} (pid ${pids[$i]}) did not exit: KILL"
+      kill -9 "${pids[$i]}" 2>/dev/null || true
+    fi
   done
 }
 
@@ -323,15 +333,27 @@ has_qos() { sacctmgr -n -P show qos format=name | grep -qx "$1"; }
 has_account() { sacctmgr -n -P show account format=account | grep -qx "$1"; }
 has_assoc() { [ -n "$(sacctmgr -n -P show assoc where cluster="$CLUSTER" user="$1" account="$2" format=user)" ]; }
 
+# An agent's share at once per QOS: 8 GPUs, and the CPUs and memory that go with 8 GPUs on a
+# node (CPU-only or memory-only jobs must not fill nodes and strand other agents' GPUs).
+AGENT_GPUS=8
+AGENT_TRES="cpu=$((AGENT_GPUS * CPUS_PER_NODE / GPUS_PER_NODE)),mem=$((AGENT_GPUS * MEM_PER_NODE / GPUS_PER_NODE)),gres/gpu=$AGENT_GPUS"
+
 ensure_accounting() {
   # Create if missing, then always set the wanted values so re-runs converge. The platform
-  # later changes these numbers itself (sacctmgr modify qos ...); this only establishes them.
+  # later changes the agents' numbers itself (sacctmgr modify qos ...); this only establishes
+  # them. `platform` is the organizers' QOS (evaluation, serving jobs): the platform never
+  # changes it; each organizers' account gets its own GPU cap (GrpTRES) instead. It preempts
+  # `preemptible` like `normal` does (that tier is spare capacity for everyone), and nothing
+  # preempts it: the arena's model servers must not disappear under the voters.
   has_qos preemptible || sacctmgr -i add qos preemptible >/dev/null
   has_qos normal || sacctmgr -i add qos normal >/dev/null
+  has_qos platform || sacctmgr -i add qos platform >/dev/null
   sacctmgr_set qos where name=preemptible set Priority=0 PreemptMode=requeue \
-    MaxWall=24:00:00 MaxTRESPerAccount=gres/gpu=8 Flags=DenyOnLimit
+    MaxWall=24:00:00 MaxTRESPerAccount="$AGENT_TRES" Flags=DenyOnLimit
   sacctmgr_set qos where name=normal set Priority=100 Preempt=preemptible \
-    MaxWall=24:00:00 MaxTRESPerAccount=gres/gpu=8 Flags=DenyOnLimit
+    MaxWall=24:00:00 MaxTRESPerAccount="$AGENT_TRES" Flags=DenyOnLimit
+  sacctmgr_set qos where name=platform set Priority=100 Preempt=preemptible \
+    MaxWall=24:00:00 Flags=DenyOnLimit
   # Parent of the per-agent accounts; children inherit its QOS list and default.
   has_account agents || sacctmgr -i add account agents cluster="$CLUSTER" \
     Description="arena agents" Organization=arena >/dev/null
@@ -339,7 +361,7 @@ ensure_accounting() {
   # root in agents, for the smoke test below and for admin jobs
   has_assoc root agents || sacctmgr -i add user root account=agents cluster="$CLUSTER" >/dev/null
   log "accounting: $(sacctmgr -n -P show qos format=name,priority,preempt,maxwall,maxtrespa,flags \
-    | grep -E '^(normal|preemptible)\|' | tr '\n' ' ')"
+    | grep -E '^(normal|preemptible|platform)\|' | tr '\n' ' ')"
 }
 
 # ---------------------------------------------------------------- 6. smoke test

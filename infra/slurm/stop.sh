@@ -15,22 +15,16 @@ STARTED=$STATE_DIR/started
 DB_NAME=slurm_acct_db
 DB_USER=slurm
 
+STOP_WAIT_STEPS=100   # x 0.2 s: how long a TERMed daemon gets before KILL
+
 T0=$SECONDS
 log() { printf '[slurm-stop %(%T)T +%3ds] %s\n' -1 "$((SECONDS - T0))" "$*"; }
-
-purge=0
-case "${1:-}" in
-  "") ;;
-  --purge) purge=1 ;;
-  *) echo "usage: $0 [--purge]" >&2; exit 2 ;;
-esac
-[ "$(id -u)" -eq 0 ] || { echo "run as root" >&2; exit 1; }
 
 recorded() {  # recorded PATTERN: "name pid" lines of the state file whose name matches PATTERN
   [ -f "$STARTED" ] && awk -v re="^($1)\$" '$1 ~ re' "$STARTED" || true
 }
 is_ours() {  # is_ours NAME PID: the PID is still that daemon (guards against PID reuse)
-  [ "$(cat "/proc/$2/comm" 2>/dev/null)" = "${1%%-n*}" ]
+  [ -n "$2" ] && [ "$(cat "/proc/$2/comm" 2>/dev/null)" = "${1%%-n*}" ]
 }
 forget() { [ -f "$STARTED" ] && sed -i "/^$1 /d" "$STARTED" || true; }
 
@@ -48,14 +42,16 @@ stop_group() {  # stop_group PATTERN: TERM all recorded daemons matching PATTERN
   done < <(recorded "$1")
   ((${#pids[@]})) || return 0
   local i alive
-  for _ in $(seq 1 100); do   # up to 20 s (MariaDB flushes InnoDB on the way out)
+  for _ in $(seq 1 "$STOP_WAIT_STEPS"); do   # 20 s (MariaDB flushes InnoDB on the way out)
     alive=0
-    for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+    for i in "${!pids[@]}"; do is_ours "${names[$i]}" "${pids[$i]}" && alive=1; done
     ((alive)) || break
     sleep 0.2
   done
+  # Checked again right before KILL: a daemon that exited meanwhile may have left its PID to
+  # an unrelated process.
   for i in "${!pids[@]}"; do
-    if kill -0 "${pids[$i]}" 2>/dev/null; then
+    if is_ours "${names[$i]}" "${pids[$i]}"; then
       log "${names[$i]} (pid ${pids[$i]}) did not exit: KILL"
       kill -KILL "${pids[$i]}" 2>/dev/null || true
     fi
@@ -98,11 +94,23 @@ purge_state() {
   log "wiped /var/spool/slurmctld, /var/spool/slurmd, /var/log/slurm and var/slurm"
 }
 
-cancel_jobs
-stop_group 'slurmd-n[0-9]+'     # all nodes at once
-stop_group slurmctld
-stop_group slurmdbd
-if ((purge)); then purge_state; fi   # needs MariaDB, after slurmdbd and before our own mariadbd
-stop_group mariadbd
-stop_group munged
-log "done in $((SECONDS - T0))s"
+main() {
+  local purge=0
+  case "${1:-}" in
+    "") ;;
+    --purge) purge=1 ;;
+    *) echo "usage: $0 [--purge]" >&2; exit 2 ;;
+  esac
+  [ "$(id -u)" -eq 0 ] || { echo "run as root" >&2; exit 1; }
+  cancel_jobs
+  stop_group 'slurmd-n[0-9]+'     # all nodes at once
+  stop_group slurmctld
+  stop_group slurmdbd
+  if ((purge)); then purge_state; fi   # needs MariaDB, after slurmdbd and before our own mariadbd
+  stop_group mariadbd
+  stop_group munged
+  log "done in $((SECONDS - T0))s"
+}
+
+# run unless sourced (tests source this file to call single steps)
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then main "$@"; fi
