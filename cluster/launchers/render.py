@@ -4,9 +4,10 @@ Two kinds, both one `torchrun` agent per node (`srun`, one task per node) starti
 `gpus_per_node` worker processes, with a c10d rendezvous on the allocation's first node:
 
 - `torchrun_fsdp2`: runs `command` (e.g. `-m cluster.training.sft_fsdp2 --model ...`).
-- `deepspeed_zero`: the same launch of a script that calls `deepspeed.initialize`; the job
-  first writes a ZeRO config JSON into the working directory and appends
-  `--deepspeed --deepspeed_config PATH` (the arguments of `deepspeed.add_config_arguments`).
+- `deepspeed_zero`: the same launch of a script that calls `deepspeed.initialize` (e.g.
+  `-m cluster.training.sft_deepspeed ...`); the job first writes a ZeRO config JSON into the
+  working directory and appends `--deepspeed --deepspeed_config PATH` (the arguments of
+  `deepspeed.add_config_arguments`).
 
 `command` is what follows torchrun's own options: a script path and its arguments, or
 `-m module ...`. Every interpolated value is validated and shell-quoted; the templates are plain
@@ -26,6 +27,8 @@ from typing import Any, Literal, get_args
 LauncherKind = Literal["torchrun_fsdp2", "deepspeed_zero"]
 KINDS: tuple[str, ...] = get_args(LauncherKind)
 TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"
+FSDP2_MODULE = "cluster.training.sft_fsdp2"
+DEEPSPEED_MODULE = "cluster.training.sft_deepspeed"  # accepts what deepspeed_zero appends
 
 # Values on `#SBATCH` lines: sbatch parses those lines itself (not a shell), so rather than rely
 # on its quote handling, only characters that never need quoting are accepted there.
@@ -120,6 +123,9 @@ def render_launcher(
         _check_arg(f"env[{name!r}]", value)
     if kind == "deepspeed_zero" and zero_stage not in (1, 2, 3):
         raise ValueError(f"zero_stage must be 1, 2 or 3, got {zero_stage!r}")
+    if kind == "deepspeed_zero" and FSDP2_MODULE in command:
+        # Its strict argument parser would reject the --deepspeed options appended below.
+        raise ValueError(f"{FSDP2_MODULE} takes no DeepSpeed options: run {DEEPSPEED_MODULE}")
 
     q = shlex.quote
     exports = [f"export {name}={q(value)}" for name, value in sorted(env.items())]

@@ -54,7 +54,13 @@ class Dist:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = arg_parser(__doc__.split("\n\n")[0])
+    return check_args(p, p.parse_args(argv))
+
+
+def arg_parser(description: str) -> argparse.ArgumentParser:
+    """The SFT options, shared with the DeepSpeed entry point (`sft_deepspeed`)."""
+    p = argparse.ArgumentParser(description=description)
     p.add_argument("--model", type=Path, required=True, help="HF checkpoint directory")
     p.add_argument("--out", type=Path, required=True, help="where rank 0 writes the checkpoint")
     p.add_argument("--steps", type=int, default=100)
@@ -76,7 +82,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="torch CPU threads per process (0: OMP_NUM_THREADS, else the CPUs this process "
         "may use divided by the local world size)",
     )
-    args = p.parse_args(argv)
+    return p
+
+
+def check_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.Namespace:
     for name in ("steps", "batch_size", "num_chats", "max_length", "log_every"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1")

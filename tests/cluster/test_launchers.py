@@ -11,6 +11,7 @@ import json
 import os
 import stat
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -60,12 +61,20 @@ def kwargs(**overrides: Any) -> dict[str, Any]:
     return {**FIXED, **overrides}
 
 
+def fixed(kind: str) -> dict[str, Any]:
+    """FIXED, with the entry point that takes the kind's arguments."""
+    if kind != "deepspeed_zero":
+        return FIXED
+    command = ["-m", "cluster.training.sft_deepspeed", *FIXED["command"][2:]]
+    return {**FIXED, "command": command}
+
+
 # --- golden files ----------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_rendered_script_matches_golden_file(kind: str) -> None:
-    text = render_launcher(kind, **FIXED)  # type: ignore[arg-type]
+    text = render_launcher(kind, **fixed(kind))  # type: ignore[arg-type]
     golden = GOLDEN_DIR / f"{kind}.sbatch"
     if os.environ.get("UPDATE_GOLDEN") == "1":
         golden.parent.mkdir(parents=True, exist_ok=True)
@@ -78,7 +87,7 @@ def test_rendered_script_matches_golden_file(kind: str) -> None:
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_rendered_script_essentials(kind: str) -> None:
-    text = render_launcher(kind, **FIXED)  # type: ignore[arg-type]
+    text = render_launcher(kind, **fixed(kind))  # type: ignore[arg-type]
     lines = text.splitlines()
     assert lines[0] == "#!/bin/bash"
     sbatch = [line for line in lines if line.startswith("#SBATCH ")]
@@ -141,7 +150,9 @@ def test_unknown_kind_and_zero_stage() -> None:
     with pytest.raises(ValueError, match="unknown launcher kind"):
         render_launcher("mpirun", **FIXED)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="zero_stage must be 1, 2 or 3"):
-        render_launcher("deepspeed_zero", zero_stage=4, **FIXED)
+        render_launcher("deepspeed_zero", zero_stage=4, **fixed("deepspeed_zero"))
+    with pytest.raises(ValueError, match="takes no DeepSpeed options"):
+        render_launcher("deepspeed_zero", **FIXED)
 
 
 # --- quoting, end to end under bash ----------------------------------------------------------
@@ -255,3 +266,30 @@ def test_unresolvable_node_address_falls_back_to_loopback(tmp_path: Path) -> Non
     argv, env = fake.run(text)
     assert env["MASTER_ADDR"] == "127.0.0.1"
     assert "--rdzv_endpoint=127.0.0.1:10123" in argv
+
+
+def test_the_deepspeed_entry_point_takes_what_its_launcher_passes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cluster.training import sft_deepspeed, sft_fsdp2
+
+    fake = FakeCluster(tmp_path, node_addr="localhost")
+    text = render_launcher(
+        "deepspeed_zero",
+        **{
+            **fixed("deepspeed_zero"),
+            "workdir": fake.workdir,
+            "gpus_per_node": 1,
+            "python": str(fake.python),
+        },
+    )
+    argv, _ = fake.run(text)
+    script_args = argv[argv.index("cluster.training.sft_deepspeed") + 1 :]
+    args = sft_deepspeed.parse_args(script_args)
+    assert args.deepspeed and args.deepspeed_config == str(fake.workdir / "ds_zero2_123.json")
+    assert args.steps == 100 and str(args.model) == "/srv/arena/models/base"
+    with pytest.raises(SystemExit):  # what the DeepSpeed template used to launch
+        sft_fsdp2.parse_args(script_args)
+    monkeypatch.setitem(sys.modules, "deepspeed", None)  # as where DeepSpeed is not installed
+    with pytest.raises(SystemExit, match="DeepSpeed is not installed"):
+        sft_deepspeed.main(script_args)
