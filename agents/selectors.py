@@ -65,5 +65,5 @@ def agent_budget(agent: Agent) -> dict[str, Any]:
             "limit": float(agent.credit_limit),
             "left": float(max(Decimal(0), credit_left)),
         },
-        "submissions_blocked": account.submissions_blocked_reason,
+        "submissions_blocked": account.blocked_reason,
     }

@@ -144,6 +144,7 @@ def agent_provision(
         period=settings.AGENTS_DEFAULT_PERIOD,
         limits=limits,
         storage_gib=settings.AGENTS_DEFAULT_STORAGE_GIB,
+        storage_path=home,
         backend=backend,
     )
     agent, _ = Agent.objects.update_or_create(

@@ -19,11 +19,24 @@ class ClusterAccount(models.Model):
         help_text="GPUs at once on the preemptible QOS"
     )
     max_job_hours = models.PositiveIntegerField()
+    platform = models.BooleanField(
+        default=False, help_text="the organizers' own account (evaluation, serving)"
+    )
     storage_gib_limit = models.PositiveIntegerField()
+    storage_path = models.CharField(
+        max_length=1000, blank=True, help_text="the directory measured against the storage quota"
+    )
     storage_bytes_used = models.BigIntegerField(default=0)
     storage_measured_at = models.DateTimeField(null=True, blank=True)
-    # Non-empty while the account may not submit (over its storage quota, ...): shown as is.
-    submissions_blocked_reason = models.CharField(max_length=300, blank=True)
+    # Two independent reasons not to accept jobs, each shown as is. Only `storage_measure`
+    # sets or lifts the storage one, so going back under the quota never reopens an account
+    # that was closed for another reason.
+    submissions_blocked_reason = models.CharField(
+        max_length=300, blank=True, help_text="closed by the organizers (deprovisioned, ...)"
+    )
+    storage_blocked_reason = models.CharField(
+        max_length=300, blank=True, help_text="over the storage quota"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -31,6 +44,13 @@ class ClusterAccount(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def blocked_reason(self) -> str:
+        """Why the account may not submit now, in words; "" when it may."""
+        return "; ".join(
+            r for r in (self.submissions_blocked_reason, self.storage_blocked_reason) if r
+        )
 
 
 class GpuLedger(models.Model):

@@ -7,7 +7,7 @@ import logging
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -26,7 +26,7 @@ from cluster.backends.base import (
     SubmitRefused,
 )
 from cluster.models import ClusterAccount, GpuLedger, Job, JobSegment
-from cluster.reasons import pending_reason
+from cluster.reasons import pending_reason, submit_error
 
 log = logging.getLogger(__name__)
 
@@ -43,9 +43,11 @@ def account_ensure(
     period: str,
     limits: AccountLimits,
     storage_gib: int,
+    storage_path: Path | None = None,
     backend: ClusterBackend | None = None,
 ) -> ClusterAccount:
-    """Create or update an account and put its limits into force in the scheduler."""
+    """Create or update an account and put its limits into force in the scheduler.
+    `storage_path` is the sandbox measured against the quota (unchanged when None)."""
     if not _ACCOUNT_NAME.match(name):
         raise ValueError(f"account name {name!r}: use lowercase letters, digits and _ (max 63)")
     if (
@@ -53,21 +55,24 @@ def account_ensure(
         or min(limits.max_gpus, limits.max_preemptible_gpus, limits.max_job_hours) < 0
     ):
         raise ValueError("limits cannot be negative")
+    if limits.platform and limits.max_preemptible_gpus:
+        raise ValueError("an organizers' account has no preemptible GPUs")
     previous_period = (
         ClusterAccount.objects.filter(name=name).values_list("period", flat=True).first()
     )
-    account, _ = ClusterAccount.objects.update_or_create(
-        name=name,
-        defaults={
-            "unix_user": unix_user,
-            "period": period,
-            "gpu_hours_limit": Decimal(str(limits.gpu_hours)),
-            "max_gpus": limits.max_gpus,
-            "max_preemptible_gpus": limits.max_preemptible_gpus,
-            "max_job_hours": limits.max_job_hours,
-            "storage_gib_limit": storage_gib,
-        },
-    )
+    defaults: dict[str, Any] = {
+        "unix_user": unix_user,
+        "period": period,
+        "gpu_hours_limit": Decimal(str(limits.gpu_hours)),
+        "max_gpus": limits.max_gpus,
+        "max_preemptible_gpus": limits.max_preemptible_gpus,
+        "max_job_hours": limits.max_job_hours,
+        "platform": limits.platform,
+        "storage_gib_limit": storage_gib,
+    }
+    if storage_path is not None:
+        defaults["storage_path"] = str(storage_path)
+    account, _ = ClusterAccount.objects.update_or_create(name=name, defaults=defaults)
     GpuLedger.objects.get_or_create(account=account, period=period)
     backend = backend or cluster_backend()
     backend.account_apply(account=name, unix_user=unix_user, limits=limits)
@@ -75,17 +80,21 @@ def account_ensure(
         # A new phase: its budget starts from zero in the scheduler as in the ledger.
         backend.usage_reset(account=name)
     # The scheduler follows the platform's view, whatever it was left with before.
-    backend.account_block(account=name, blocked=bool(account.submissions_blocked_reason))
+    backend.account_block(account=name, blocked=bool(account.blocked_reason))
     return account
 
 
 def account_close(
     *, account: ClusterAccount, reason: str, backend: ClusterBackend | None = None
 ) -> None:
-    """Stop the account: no new jobs (through any door) and its running ones cancelled."""
+    """Stop the account: no new jobs (through any door) and its running ones cancelled.
+    Only re-provisioning opens it again; its storage falling under the quota does not."""
     backend = backend or cluster_backend()
-    ClusterAccount.objects.filter(pk=account.pk).update(submissions_blocked_reason=reason)
-    backend.account_block(account=account.name, blocked=True)
+    with transaction.atomic():
+        # The UPDATE holds the row lock `storage_measure` takes until the scheduler is told,
+        # so a measurement in flight cannot unblock the account after this closed it.
+        ClusterAccount.objects.filter(pk=account.pk).update(submissions_blocked_reason=reason)
+        backend.account_block(account=account.name, blocked=True)
     backend.cancel_all(account=account.name)
 
 
@@ -93,7 +102,7 @@ def job_submit(
     *, account: ClusterAccount, request: JobRequest, backend: ClusterBackend | None = None
 ) -> Job:
     """Submit a job for the account, refusing with words the user can act on."""
-    _check_request(account, request)
+    request = _check_request(account, request)
     backend = backend or cluster_backend()
     # Slurm refuses at submit only a job larger than the whole budget; one that is larger
     # than what is left would be accepted and then wait forever. Refuse it here, in words.
@@ -106,7 +115,7 @@ def job_submit(
     except SubmitRefused as refused:
         if "budget" in refused.message:  # usage grew between our check and Slurm's
             _check_budget(account, request, backend.charged_gpu_minutes(account=account.name) / 60)
-        raise
+        raise _in_words(refused, account) from None
     return _job_row(
         account,
         backend,
@@ -128,17 +137,20 @@ def job_submit_callable(
 ) -> Job:
     """Run a Python callable as a job under the account (submitit on Slurm); its return value
     comes back through `job_result`."""
-    _check_request(account, request)
+    request = _check_request(account, request)
     backend = backend or cluster_backend()
     _check_budget(account, request, backend.charged_gpu_minutes(account=account.name) / 60)
-    scheduler_id = backend.submit_callable(
-        account=account.name,
-        unix_user=account.unix_user,
-        request=request,
-        function=function,
-        args=args,
-        kwargs=kwargs or {},
-    )
+    try:
+        scheduler_id = backend.submit_callable(
+            account=account.name,
+            unix_user=account.unix_user,
+            request=request,
+            function=function,
+            args=args,
+            kwargs=kwargs or {},
+        )
+    except SubmitRefused as refused:
+        raise _in_words(refused, account) from None
     name = f"{getattr(function, '__module__', '?')}.{getattr(function, '__qualname__', '?')}"
     return _job_row(
         account, backend, scheduler_id, request, script=f"# Python callable {name}", stdout_path=""
@@ -181,11 +193,23 @@ def _check_budget(account: ClusterAccount, request: JobRequest, used_hours: floa
         )
 
 
-def _check_request(account: ClusterAccount, request: JobRequest) -> None:
-    if account.submissions_blocked_reason:
-        raise SubmitRefused(
-            f"the account may not submit jobs now: {account.submissions_blocked_reason}"
-        )
+def _in_words(refused: SubmitRefused, account: ClusterAccount) -> SubmitRefused:
+    """The scheduler's refusal said again with what only the platform knows of the account
+    (its maximum hours per job, why it is blocked)."""
+    if not refused.detail:
+        return refused
+    message = submit_error(
+        refused.detail, max_job_hours=account.max_job_hours, blocked_reason=account.blocked_reason
+    )
+    return SubmitRefused(message, detail=refused.detail)
+
+
+def _check_request(account: ClusterAccount, request: JobRequest) -> JobRequest:
+    """The request as it will be submitted for this account, or SubmitRefused in words."""
+    if account.blocked_reason:
+        raise SubmitRefused(f"the account may not submit jobs now: {account.blocked_reason}")
+    if account.platform and request.preemptible:
+        raise SubmitRefused("the organizers' accounts have no preemptible QOS")
     if not _JOB_NAME.match(request.name):
         raise SubmitRefused("a job name is 1-100 letters, digits and . _ + -")
     if request.nodes < 1 or request.gpus_per_node < 0 or request.time_limit_minutes < 1:
@@ -207,6 +231,7 @@ def _check_request(account: ClusterAccount, request: JobRequest) -> None:
     bad = [key for key in request.env if not _ENV_KEY.match(key)]
     if bad:
         raise SubmitRefused(f"invalid environment variable names: {', '.join(sorted(bad))}")
+    return replace(request, platform=account.platform)
 
 
 def job_cancel(*, job: Job, backend: ClusterBackend | None = None) -> None:
@@ -359,29 +384,62 @@ def _charge_segment(
 
 
 def storage_measure(
-    *, account: ClusterAccount, path: Path, backend: ClusterBackend | None = None
+    *, account: ClusterAccount, path: Path | None = None, backend: ClusterBackend | None = None
 ) -> int:
-    """Measure the disk space the account's sandbox uses; over the quota, the scheduler stops
-    accepting its jobs and the account is told why; back under it, submissions resume."""
+    """Measure the disk space the account's sandbox (`path`, else its `storage_path`) uses.
+    Over the quota, the scheduler stops accepting its jobs and the account is told why; back
+    under it, the storage block is lifted, and submissions resume unless the account is
+    blocked for another reason."""
+    path = path or (Path(account.storage_path) if account.storage_path else None)
+    if path is None:
+        raise ValueError(f"account {account.name} has no sandbox to measure")
     used = disk_usage_bytes(path)
-    limit = account.storage_gib_limit * GIB
-    over = used > limit
+    over = used > account.storage_gib_limit * GIB
     reason = (
-        f"the sandbox uses {used / GIB:.1f} GiB, over the storage quota of {account.storage_gib_limit} GiB; "
-        "delete files to submit jobs again"
+        f"the sandbox uses {used / GIB:.1f} GiB, over the storage quota of "
+        f"{account.storage_gib_limit} GiB; delete files to submit jobs again"
         if over
         else ""
     )
-    was_blocked = bool(account.submissions_blocked_reason)
-    ClusterAccount.objects.filter(pk=account.pk).update(
-        storage_bytes_used=used,
-        storage_measured_at=timezone.now(),
-        submissions_blocked_reason=reason,
-    )
-    if over != was_blocked:
-        (backend or cluster_backend()).account_block(account=account.name, blocked=over)
+    with transaction.atomic():
+        locked = ClusterAccount.objects.select_for_update().get(pk=account.pk)
+        was_blocked = bool(locked.blocked_reason)
+        locked.storage_bytes_used = used
+        locked.storage_measured_at = timezone.now()
+        locked.storage_blocked_reason = reason
+        locked.save(
+            update_fields=["storage_bytes_used", "storage_measured_at", "storage_blocked_reason"]
+        )
+        if bool(locked.blocked_reason) != was_blocked:
+            (backend or cluster_backend()).account_block(
+                account=account.name, blocked=bool(locked.blocked_reason)
+            )
     account.refresh_from_db()
     return used
+
+
+@dataclass(frozen=True)
+class StorageLine:
+    account: str
+    bytes_used: int
+    limit_gib: int
+    blocked_reason: str  # "" when the account may submit
+
+
+def storage_measure_all(*, backend: ClusterBackend | None = None) -> list[StorageLine]:
+    """Measure every open account that has a sandbox: the agents'. Closed accounts (a
+    deprovisioned agent's sandbox is kept for the audit) and the organizers' are skipped."""
+    backend = backend or cluster_backend()
+    lines = []
+    open_accounts = ClusterAccount.objects.exclude(storage_path="").filter(
+        submissions_blocked_reason=""
+    )
+    for account in open_accounts:
+        used = storage_measure(account=account, backend=backend)
+        lines.append(
+            StorageLine(account.name, used, account.storage_gib_limit, account.blocked_reason)
+        )
+    return lines
 
 
 def disk_usage_bytes(path: Path) -> int:

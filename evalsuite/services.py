@@ -51,7 +51,11 @@ def eval_account_ensure(*, phase: Phase, backend: ClusterBackend | None = None) 
         unix_user=pwd.getpwuid(os.getuid()).pw_name,
         period=phase.label,
         limits=AccountLimits(
-            gpu_hours=EVAL_GPU_HOURS, max_gpus=8, max_preemptible_gpus=0, max_job_hours=24
+            gpu_hours=EVAL_GPU_HOURS,
+            max_gpus=8,
+            max_preemptible_gpus=0,
+            max_job_hours=24,
+            platform=True,  # its own QOS: the agents' limits stay as the phase set them
         ),
         storage_gib=100,
         backend=backend,

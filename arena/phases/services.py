@@ -100,6 +100,7 @@ def _start(phase: Phase, engine: Engine) -> dict[str, Any]:
             period=phase.label,
             limits=limits,
             storage_gib=phase.storage_gib,
+            storage_path=Path(agent.sandbox) if agent.sandbox else None,
             backend=engine.cluster,
         )
         # The phase's credit on top of what was spent before; calls in flight keep theirs.

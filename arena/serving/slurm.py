@@ -119,6 +119,7 @@ class SlurmServingBackend(ServingBackend):
                 max_gpus=8,
                 max_preemptible_gpus=0,
                 max_job_hours=24,
+                platform=True,  # its own QOS: the agents' limits stay as the phase set them
             ),
             storage_gib=100,
             backend=self.cluster,

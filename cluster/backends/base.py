@@ -9,6 +9,9 @@ from typing import Any
 
 NORMAL_QOS = "normal"
 PREEMPTIBLE_QOS = "preemptible"
+# The organizers' own jobs (evaluation, serving): a QOS of their own, so that applying their
+# limits never touches the limits agents share on `normal` and `preemptible`.
+PLATFORM_QOS = "platform"
 
 
 @dataclass(frozen=True)
@@ -17,6 +20,9 @@ class AccountLimits:
     max_gpus: int
     max_preemptible_gpus: int
     max_job_hours: int
+    # An organizers' account: its jobs run on the `platform` QOS, its GPUs at once are capped
+    # on the account itself, and it has no preemptible GPUs.
+    platform: bool = False
 
 
 @dataclass(frozen=True)
@@ -29,6 +35,7 @@ class JobRequest:
     preemptible: bool
     workdir: Path
     env: dict[str, str] = field(default_factory=dict)
+    platform: bool = False  # set by the services from the account, not by callers
 
     @property
     def gpus(self) -> int:
@@ -36,6 +43,8 @@ class JobRequest:
 
     @property
     def qos(self) -> str:
+        if self.platform:
+            return PLATFORM_QOS
         return PREEMPTIBLE_QOS if self.preemptible else NORMAL_QOS
 
 
@@ -59,6 +68,33 @@ class AccountingRow:
     ended_at: datetime | None
     elapsed_seconds: int
     exit_code: str
+
+
+@dataclass(frozen=True)
+class NodeState:
+    """One node as the scheduler sees it now."""
+
+    name: str
+    state: str  # the scheduler's words: idle, mixed, allocated, down, drained, ...
+    gpus_total: int  # 0: no fixed capacity (the local backend)
+    gpus_allocated: int
+
+
+@dataclass(frozen=True)
+class QueuedJob:
+    """A pending or running job, whoever submitted it."""
+
+    scheduler_id: str
+    account: str
+    user: str
+    name: str
+    state: str  # PENDING, RUNNING, COMPLETING, ...
+    qos: str
+    gpus: int  # in total, over all its nodes
+    node_list: str  # where it runs ("" while pending)
+    reason: str  # why it waits, in words ("" when it runs)
+    elapsed_seconds: int
+    time_limit_minutes: int
 
 
 class SubmitRefused(Exception):
@@ -121,3 +157,11 @@ class ClusterBackend(ABC):
     @abstractmethod
     def charged_gpu_minutes(self, *, account: str) -> float:
         """GPU-minutes the scheduler itself has charged the account (its budget usage)."""
+
+    @abstractmethod
+    def nodes(self) -> list[NodeState]:
+        """Every node, with its GPUs in total and allocated now."""
+
+    @abstractmethod
+    def queue(self) -> list[QueuedJob]:
+        """Every pending and running job on the cluster, in the scheduler's order."""

@@ -34,8 +34,11 @@ from cluster.backends.base import (
     AccountLimits,
     ClusterBackend,
     JobRequest,
+    NodeState,
+    QueuedJob,
     SubmitRefused,
 )
+from cluster.reasons import pending_reason
 
 
 class LocalBackend(ClusterBackend):
@@ -160,6 +163,45 @@ class LocalBackend(ClusterBackend):
     def charged_gpu_minutes(self, *, account: str) -> float:
         rows = self.accounting(accounts=[account], since=datetime.min.replace(tzinfo=UTC))
         return sum(r.gpus * r.elapsed_seconds for r in rows if self._counts(account, r)) / 60
+
+    # --- the cluster now -------------------------------------------------------------------
+    def nodes(self) -> list[NodeState]:
+        """This machine, the only node: it has no fixed number of GPUs (each job gets its own
+        fake ones), so only the GPUs its running jobs hold are known."""
+        self._schedule()
+        running = [m for m in self._jobs() if self._state(m) == "RUNNING"]
+        return [
+            NodeState(
+                name="localhost",
+                state="mixed" if running else "idle",
+                gpus_total=0,
+                gpus_allocated=sum(m["gpus"] for m in running),
+            )
+        ]
+
+    def queue(self) -> list[QueuedJob]:
+        self._schedule()
+        jobs = []
+        for meta in self._jobs():
+            row = self._row(meta)
+            if row.state not in {"PENDING", "RUNNING"}:
+                continue
+            jobs.append(
+                QueuedJob(
+                    scheduler_id=row.scheduler_id,
+                    account=row.account,
+                    user=(self._account(row.account) or {}).get("unix_user", ""),
+                    name=row.name,
+                    state=row.state,
+                    qos=row.qos,
+                    gpus=row.gpus,
+                    node_list="localhost" if row.state == "RUNNING" else "",
+                    reason=pending_reason(row.reason_code),
+                    elapsed_seconds=row.elapsed_seconds,
+                    time_limit_minutes=row.time_limit_minutes,
+                )
+            )
+        return jobs
 
     # --- the scheduler -------------------------------------------------------------------
     def _schedule(self) -> None:

@@ -10,7 +10,7 @@ import re
 import shlex
 import sys
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -20,14 +20,17 @@ from django.utils import timezone
 
 from cluster.backends.base import (
     NORMAL_QOS,
+    PLATFORM_QOS,
     PREEMPTIBLE_QOS,
     AccountingRow,
     AccountLimits,
     ClusterBackend,
     JobRequest,
+    NodeState,
+    QueuedJob,
     SubmitRefused,
 )
-from cluster.reasons import submit_error
+from cluster.reasons import pending_reason, submit_error
 from cluster.slurm import cli
 
 _GPU_TRES = re.compile(r"gres/gpu=(\d+)")
@@ -48,25 +51,47 @@ class SlurmBackend(ClusterBackend):
             )
         if not cli.sacctmgr_rows("assoc", ["user"], f"account={account}", f"user={unix_user}"):
             cli.sacctmgr("add", "user", unix_user, f"account={account}")
-        cli.sacctmgr(
-            "modify", "user", "where", f"name={unix_user}", f"account={account}", "set",
-            f"QOS={NORMAL_QOS},{PREEMPTIBLE_QOS}", f"DefaultQOS={NORMAL_QOS}",
-        )  # fmt: skip
-        gpu_minutes = round(limits.gpu_hours * 60)
-        cli.sacctmgr(
-            "modify",
-            "account",
-            "where",
-            f"name={account}",
-            "set",
-            f"GrpTRESMins=gres/gpu={gpu_minutes}",
-        )
-        # Concurrency and time limits live on the QOS, per account: the same for every agent.
+        qos = [PLATFORM_QOS] if limits.platform else [NORMAL_QOS, PREEMPTIBLE_QOS]
+        for entity, where in (("account", []), ("user", [f"name={unix_user}"])):
+            names = [f"name={account}"] if entity == "account" else [f"account={account}"]
+            cli.sacctmgr(
+                "modify", entity, "where", *where, *names, "set",
+                f"QOS={','.join(qos)}", f"DefaultQOS={qos[0]}",
+            )  # fmt: skip
+        account_limits = [f"GrpTRESMins=gres/gpu={round(limits.gpu_hours * 60)}"]
+        if limits.platform:
+            # The organizers' accounts share the `platform` QOS, whose limits are the site's
+            # (infra/slurm/setup.sh): their GPUs at once are capped on their own association.
+            account_limits.append(f"GrpTRES=gres/gpu={limits.max_gpus}")
+        cli.sacctmgr("modify", "account", "where", f"name={account}", "set", *account_limits)
+        if limits.platform:
+            return
+        # An agent's GPUs, CPUs and memory at once and its time per job live on the agents'
+        # QOS, per account: the same for every agent. CPUs and memory are capped in
+        # proportion to GPUs (a node's share per GPU), so jobs that ask for CPUs or memory
+        # without GPUs cannot fill the nodes and strand other agents' GPUs.
         wall = f"{limits.max_job_hours}:00:00"
-        cli.sacctmgr("modify", "qos", "where", f"name={NORMAL_QOS}", "set",
-                     f"MaxTRESPerAccount=gres/gpu={limits.max_gpus}", f"MaxWall={wall}")  # fmt: skip
-        cli.sacctmgr("modify", "qos", "where", f"name={PREEMPTIBLE_QOS}", "set",
-                     f"MaxTRESPerAccount=gres/gpu={limits.max_preemptible_gpus}", f"MaxWall={wall}")  # fmt: skip
+        share = self._per_gpu_share()
+        for name, gpus in ((NORMAL_QOS, limits.max_gpus),
+                           (PREEMPTIBLE_QOS, limits.max_preemptible_gpus)):  # fmt: skip
+            cli.sacctmgr("modify", "qos", "where", f"name={name}", "set",
+                         f"MaxTRESPerAccount={_tres(gpus, share)}", f"MaxWall={wall}")  # fmt: skip
+
+    def tres_for_gpus(self, gpus: int) -> str:
+        """`cpu=..,mem=..,gres/gpu=N`: N GPUs with the CPUs and memory (MB) that go with them
+        on the smallest GPU node."""
+        return _tres(gpus, self._per_gpu_share())
+
+    def _per_gpu_share(self) -> tuple[int, int] | None:
+        """(CPUs, MB of memory) per GPU on the GPU node with the least of each."""
+        shares = [
+            (n.cpus // n.gpus_total, n.memory_mb // n.gpus_total)
+            for n in self._node_records()
+            if n.gpus_total
+        ]
+        if not shares:
+            return None
+        return min(c for c, _ in shares), min(m for _, m in shares)
 
     def account_block(self, *, account: str, blocked: bool) -> None:
         cli.sacctmgr(
@@ -214,6 +239,64 @@ class SlurmBackend(ClusterBackend):
             for r in records
         ]
 
+    # --- the cluster now -------------------------------------------------------------------
+    def nodes(self) -> list[NodeState]:
+        return [
+            NodeState(n.name, n.state, n.gpus_total, n.gpus_allocated) for n in self._node_records()
+        ]
+
+    def _node_records(self) -> list[_Node]:
+        nodes = []
+        for record in cli.scontrol_records("node"):
+            total = _GPU_TRES.search(record.get("CfgTRES", ""))
+            allocated = _GPU_TRES.search(record.get("AllocTRES", ""))
+            nodes.append(
+                _Node(
+                    name=record["NodeName"],
+                    state=record.get("State", "").lower(),
+                    cpus=int(record.get("CPUTot") or 0),
+                    memory_mb=int(record.get("RealMemory") or 0),
+                    gpus_total=int(total.group(1)) if total else 0,
+                    gpus_allocated=int(allocated.group(1)) if allocated else 0,
+                )
+            )
+        return nodes
+
+    def queue(self) -> list[QueuedJob]:
+        # `squeue -O field:|`: each field unpadded, followed by `|`. `tres-alloc` holds what a
+        # running job was given and a pending one asks for, GPUs in total however they were
+        # asked (--gres per node, --gpus per job). The name goes last: it is the only field that
+        # may contain the separator.
+        fields = [
+            "JobID", "Account", "UserName", "State", "QOS", "NodeList", "tres-alloc", "Reason",
+            "TimeUsed", "TimeLimit", "Name",
+        ]  # fmt: skip
+        text = cli.run(["squeue", "-h", "-O", ",".join(f"{f}:|" for f in fields)]).stdout
+        jobs = []
+        for line in text.splitlines():
+            if not line.strip():
+                continue
+            values = line.removesuffix("|").split("|", len(fields) - 1)
+            row = dict(zip(fields, values, strict=True))
+            gpus = _GPU_TRES.search(row["tres-alloc"])
+            pending = row["State"] == "PENDING"
+            jobs.append(
+                QueuedJob(
+                    scheduler_id=row["JobID"],
+                    account=row["Account"],
+                    user=row["UserName"],
+                    name=row["Name"],
+                    state=row["State"],
+                    qos=row["QOS"],
+                    gpus=int(gpus.group(1)) if gpus else 0,
+                    node_list="" if pending else row["NodeList"],
+                    reason=pending_reason(row["Reason"]) if pending else "",
+                    elapsed_seconds=duration_seconds(row["TimeUsed"]) or 0,
+                    time_limit_minutes=(duration_seconds(row["TimeLimit"]) or 0) // 60,
+                )
+            )
+        return jobs
+
     def charged_gpu_minutes(self, *, account: str) -> float:
         # RawUsage is exact (billing-seconds, and billing is GPUs here); assoc_mgr's
         # GrpTRESMins usage is the same number floored to whole minutes.
@@ -225,6 +308,37 @@ class SlurmBackend(ClusterBackend):
             if row["account"].strip() == account and not row["user"]:
                 return float(row["raw"] or 0) / 60
         raise LookupError(f"Slurm has no association for account {account}")
+
+
+@dataclass(frozen=True)
+class _Node:
+    name: str
+    state: str
+    cpus: int
+    memory_mb: int
+    gpus_total: int
+    gpus_allocated: int
+
+
+def _tres(gpus: int, share: tuple[int, int] | None) -> str:
+    if share is None:
+        return f"gres/gpu={gpus}"
+    cpus, memory_mb = share
+    return f"cpu={gpus * cpus},mem={gpus * memory_mb},gres/gpu={gpus}"
+
+
+def duration_seconds(text: str) -> int | None:
+    """Slurm's `[D-]HH:MM:SS`, `MM:SS` or `M` as seconds; None for UNLIMITED or anything else."""
+    days, _, clock = text.strip().rpartition("-")
+    parts = clock.split(":")
+    if not all(p.isdigit() for p in parts) or len(parts) > 3 or (days and not days.isdigit()):
+        return None
+    if len(parts) == 1:  # minutes alone
+        return int(parts[0]) * 60 + int(days or 0) * 86400
+    seconds = 0
+    for part in parts:
+        seconds = seconds * 60 + int(part)
+    return seconds + int(days or 0) * 86400
 
 
 def with_env(script: str, env: dict[str, str]) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -101,6 +102,27 @@ def squeue_rows(fields: dict[str, str], *args: str) -> list[dict[str, str]]:
 
 def scontrol(*args: str, check: bool = True) -> Result:
     return run(["scontrol", *args], check=check)
+
+
+# A key starts a `Key=` token at the start of the line or after a space; its value runs to the
+# next one, so values with spaces (`OS=Linux 6.1.0 #1 SMP`, `Reason=Not responding`) survive.
+_KEY = re.compile(r"(?:^| )([A-Za-z][A-Za-z0-9_/:.]*)=")
+
+
+def key_values(line: str) -> dict[str, str]:
+    """One record of `scontrol show ... -o` (`Key=Value Key=Value ...`) as a dict."""
+    keys = list(_KEY.finditer(line))
+    record = {}
+    for this, following in zip(keys, [*keys[1:], None], strict=True):
+        end = following.start() if following is not None else len(line)
+        record[this.group(1)] = line[this.end() : end].strip()
+    return record
+
+
+def scontrol_records(*args: str) -> list[dict[str, str]]:
+    """`scontrol show <entity> -o`: one record per line."""
+    text = run(["scontrol", "show", *args, "-o"]).stdout
+    return [key_values(line) for line in text.splitlines() if line.strip()]
 
 
 def available() -> bool:

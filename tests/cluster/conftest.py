@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pwd
+import re
 import shutil
 import subprocess
 import time
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster.backends.base import AccountLimits, ClusterBackend
+from cluster.backends.base import AccountLimits, ClusterBackend, QueuedJob
 from cluster.backends.slurm import SlurmBackend
 from cluster.models import ClusterAccount, Job
 from cluster.services import account_ensure, cluster_sync
@@ -97,3 +98,39 @@ def wait_for_state(
             return job
         time.sleep(poll_s)
     raise AssertionError(f"job {job.scheduler_id} stayed {job.state} ({job.reason})")
+
+
+def settled_usage_seconds(account: str, slurm: SlurmBackend, timeout_s: float = 30) -> int:
+    """Slurm's raw usage of the account once it stops changing (the remainder of a run is
+    added when the controller processes its end)."""
+    deadline = time.monotonic() + timeout_s
+    last = round(slurm.charged_gpu_minutes(account=account) * 60)
+    while time.monotonic() < deadline:
+        time.sleep(2)
+        now = round(slurm.charged_gpu_minutes(account=account) * 60)
+        if now == last:
+            return now
+        last = now
+    return last
+
+
+def assoc_mgr_gpu_minutes(account: str) -> int:
+    """The GPU-minutes the controller counts against the account's GrpTRESMins budget."""
+    text = cli.scontrol("show", "assoc_mgr", f"accounts={account}", "flags=assoc").stdout
+    for record in text.split("ClusterName=")[1:]:
+        if f"Account={account} UserName= " in record:
+            used = re.search(r"GrpTRESMins=\S*?gres/gpu=[0-9N]+\((\d+)\)", record)
+            assert used, record
+            return int(used.group(1))
+    raise AssertionError(f"no association record for {account}:\n{text}")
+
+
+def queued_with_reason(slurm: SlurmBackend, scheduler_id: str, timeout_s: float = 30) -> QueuedJob:
+    """The job in the scheduler's queue once it says why the job waits (at first it does not)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = [job for job in slurm.queue() if job.scheduler_id == scheduler_id]
+        if found and (found[0].reason or time.monotonic() > deadline):
+            return found[0]
+        assert time.monotonic() < deadline, f"job {scheduler_id} is not in the queue"
+        time.sleep(0.5)

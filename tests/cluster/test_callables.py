@@ -4,9 +4,9 @@ import pytest
 
 from cluster.backends.base import AccountLimits, JobRequest
 from cluster.backends.local import LocalBackend
-from cluster.selectors import job_result
+from cluster.selectors import gpu_seconds_charged, job_result
 from cluster.services import account_ensure, job_submit_callable
-from tests.cluster.conftest import wait_for_state
+from tests.cluster.conftest import settled_usage_seconds, wait_for_state
 
 LIMITS = AccountLimits(gpu_hours=10, max_gpus=8, max_preemptible_gpus=8, max_job_hours=24)
 
@@ -16,9 +16,12 @@ def request(workdir):
                       preemptible=False, workdir=workdir, env={"GREETING": "hello world"})  # fmt: skip
 
 
-def make_call():
+def make_call(pause_s: float = 0):
     def where_am_i(x):  # nested, so it travels by value, not by import
         import os
+        import time
+
+        time.sleep(pause_s)  # long enough to be charged whole seconds
 
         return {
             "double": 2 * x,
@@ -72,7 +75,7 @@ def test_a_callable_runs_on_slurm_through_submitit(make_agent, slurm, tmp_path):
     job = job_submit_callable(
         account=agent.account,
         request=request(tmp_path),
-        function=make_call(),
+        function=make_call(pause_s=3),
         args=(21,),
         backend=slurm,
     )
@@ -80,4 +83,9 @@ def test_a_callable_runs_on_slurm_through_submitit(make_agent, slurm, tmp_path):
     result = job_result(job, backend=slurm)
     assert result["double"] == 42 and result["greeting"] == "hello world"
     assert len(result["gpus"].split(",")) == 2
-    assert job.segments.count() == 1 and job.gpu_seconds_charged >= 0
+    # Charged once, for its two GPUs over the seconds it ran, as Slurm charged the account.
+    [segment] = job.segments.all()
+    assert segment.elapsed_seconds >= 3
+    assert job.gpu_seconds_charged == 2 * segment.elapsed_seconds
+    assert gpu_seconds_charged(agent.account) == job.gpu_seconds_charged
+    assert settled_usage_seconds(agent.account.name, slurm) == job.gpu_seconds_charged

@@ -8,7 +8,14 @@ from cluster.backends.base import AccountLimits, JobRequest, SubmitRefused
 from cluster.backends.local import LocalBackend
 from cluster.models import Job
 from cluster.selectors import gpu_seconds_charged
-from cluster.services import account_ensure, cluster_sync, job_cancel, job_submit, storage_measure
+from cluster.services import (
+    account_close,
+    account_ensure,
+    cluster_sync,
+    job_cancel,
+    job_submit,
+    storage_measure,
+)
 from tests.cluster.conftest import wait_for_state
 
 pytestmark = pytest.mark.django_db
@@ -140,10 +147,51 @@ def test_over_the_storage_quota_jobs_are_refused_until_usage_falls(backend, acco
         out.truncate(0)
         out.write(b"\0" * (1024**3 + 4096))  # just over the 1 GiB quota, on disk
     storage_measure(account=account, path=sandbox, backend=backend)
-    assert "over the storage quota of 1 GiB" in account.submissions_blocked_reason
+    assert "over the storage quota of 1 GiB" in account.storage_blocked_reason
     with pytest.raises(SubmitRefused, match="storage quota"):
         job_submit(account=account, request=request_for(tmp_path), backend=backend)
     big.unlink()
     storage_measure(account=account, path=sandbox, backend=backend)
-    assert account.submissions_blocked_reason == ""
+    assert account.storage_blocked_reason == "" and account.blocked_reason == ""
     job_submit(account=account, request=request_for(tmp_path), backend=backend)
+
+
+def test_going_back_under_the_storage_quota_does_not_reopen_a_closed_account(backend, tmp_path):
+    sandbox = tmp_path / "sandbox"
+    sandbox.mkdir()
+    account = account_ensure(
+        name="agent_closed", unix_user="root", period="phase-1", limits=LIMITS,
+        storage_gib=0, storage_path=sandbox, backend=backend,
+    )  # fmt: skip
+    (sandbox / "notes.txt").write_text("over a quota of 0 GiB")
+    storage_measure(account=account, backend=backend)
+    assert account.storage_blocked_reason
+    account_close(account=account, reason="the agent was deprovisioned", backend=backend)
+    (sandbox / "notes.txt").unlink()
+    storage_measure(account=account, backend=backend)
+    assert account.storage_blocked_reason == ""
+    assert account.blocked_reason == "the agent was deprovisioned"
+    with pytest.raises(SubmitRefused, match="deprovisioned"):
+        job_submit(account=account, request=request_for(tmp_path), backend=backend)
+    # The scheduler refuses it too, whoever submits.
+    with pytest.raises(SubmitRefused, match="may not submit"):
+        backend.submit(account="agent_closed", unix_user="root", request=request_for(tmp_path))
+
+
+def test_nodes_and_queue_show_running_and_waiting_jobs(backend, account, tmp_path):
+    running = job_submit(
+        account=account, request=request_for(tmp_path, script="sleep 30", gpus=8), backend=backend
+    )
+    waiting = job_submit(
+        account=account, request=request_for(tmp_path, script="sleep 30", gpus=1), backend=backend
+    )
+    wait_for_state(running, {"RUNNING"}, backend=backend, timeout_s=20)
+    [node] = backend.nodes()
+    assert (node.name, node.gpus_allocated) == ("localhost", 8)
+    queue = {job.scheduler_id: job for job in backend.queue()}
+    assert queue[running.scheduler_id].state == "RUNNING"
+    assert queue[running.scheduler_id].node_list == "localhost"
+    assert queue[waiting.scheduler_id].state == "PENDING"
+    assert "maximum number of GPUs at once" in queue[waiting.scheduler_id].reason
+    assert queue[waiting.scheduler_id].user == "root"
+    backend.cancel_all(account="agent_local")

@@ -6,13 +6,21 @@ import time
 
 import pytest
 
+from arena.serving.slurm import SlurmServingBackend
 from cluster.backends.base import AccountLimits, JobRequest, SubmitRefused
 from cluster.models import Job
 from cluster.reasons import submit_error
 from cluster.selectors import account_usage, gpu_seconds_charged
-from cluster.services import cluster_sync, job_submit, storage_measure
+from cluster.services import account_close, cluster_sync, job_submit, storage_measure
 from cluster.slurm import cli
-from tests.cluster.conftest import wait_for_state
+from evalsuite.services import eval_account_ensure
+from tests import factories
+from tests.cluster.conftest import (
+    assoc_mgr_gpu_minutes,
+    queued_with_reason,
+    settled_usage_seconds,
+    wait_for_state,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -119,6 +127,11 @@ def test_a_preempted_job_is_requeued_completes_later_and_each_run_is_charged_onc
     assert charged == sum(s.gpus * s.elapsed_seconds for s in segments)
     cluster_sync(backend=slurm)  # syncing again charges nothing twice
     assert gpu_seconds_charged(low.account) == charged
+    # What Slurm itself charged the association for every run, to the minute: its raw usage
+    # (GPU-seconds, sshare) and the GPU-minutes its budget counts (assoc_mgr).
+    slurm_seconds = settled_usage_seconds(low.account.name, slurm)
+    assert abs(slurm_seconds - charged) < 60, (slurm_seconds, charged)
+    assert abs(assoc_mgr_gpu_minutes(low.account.name) - charged / 60) < 1
 
 
 def test_a_25_hour_request_is_refused_at_submit_with_a_clear_message(make_agent, slurm):
@@ -143,15 +156,32 @@ def test_over_the_storage_quota_new_jobs_are_refused_until_usage_falls(make_agen
     blob = agent.sandbox / "shard.bin"
     blob.write_bytes(b"\1" * (1024**3 + 1024**2))
     storage_measure(account=agent.account, path=agent.sandbox, backend=slurm)
-    assert "over the storage quota of 1 GiB" in agent.account.submissions_blocked_reason
+    assert "over the storage quota of 1 GiB" in agent.account.storage_blocked_reason
     with pytest.raises(SubmitRefused, match="storage quota"):
         job_submit(account=agent.account, request=request(agent), backend=slurm)
     by_hand = plain_sbatch(agent, f"--account={agent.account.name}")
     assert by_hand.stdout.strip() == "", "Slurm itself refuses the agent's own sbatch"
     blob.unlink()
     storage_measure(account=agent.account, path=agent.sandbox, backend=slurm)
-    assert agent.account.submissions_blocked_reason == ""
+    assert agent.account.blocked_reason == ""
     assert plain_sbatch(agent, f"--account={agent.account.name}").stdout.strip()
+
+
+def test_a_closed_account_stays_closed_when_its_storage_falls_under_the_quota(make_agent, slurm):
+    agent = make_agent("closed", storage_gib=0)
+    (agent.sandbox / "notes.txt").write_text("over a quota of 0 GiB")
+    storage_measure(account=agent.account, path=agent.sandbox, backend=slurm)
+    account_close(account=agent.account, reason="the agent was deprovisioned", backend=slurm)
+    (agent.sandbox / "notes.txt").unlink()
+    storage_measure(account=agent.account, path=agent.sandbox, backend=slurm)
+    agent.account.refresh_from_db()
+    assert agent.account.storage_blocked_reason == ""
+    assert agent.account.blocked_reason == "the agent was deprovisioned"
+    by_hand = plain_sbatch(agent, f"--account={agent.account.name}")
+    assert by_hand.stdout.strip() == "", "Slurm still refuses the closed account's sbatch"
+    assert submit_error(by_hand.stderr, blocked_reason=agent.account.blocked_reason) == (
+        "the account may not submit jobs now: the agent was deprovisioned"
+    )
 
 
 def test_after_sync_platform_gpu_hours_equal_slurms_for_every_agent(make_agent, slurm):
@@ -187,6 +217,18 @@ def test_after_sync_platform_gpu_hours_equal_slurms_for_every_agent(make_agent, 
     assert Job.objects.filter(
         scheduler_id=by_hand_id, script=""
     ).exists()  # found though not submitted by us
+
+
+def wait_for_reason(job: Job, slurm, timeout_s: float = 30) -> Job:
+    """The job once the scheduler has said why it waits (it says nothing at first)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        cluster_sync(backend=slurm)
+        job.refresh_from_db()
+        if job.reason:
+            break
+        time.sleep(0.5)
+    return job
 
 
 def _wait_squeue(scheduler_id: str, state: str, timeout_s: float = 60) -> None:
@@ -230,3 +272,75 @@ def test_an_agents_job_sees_its_own_environment_not_the_platforms(make_agent, sl
     )
     assert "ARENA_PLATFORM_SECRET" not in seen and "DATABASE_URL" not in seen
     assert seen["MY_SETTING"] == "kept" and seen["USER"] == agent.user
+
+
+def test_the_organizers_accounts_leave_the_agents_gpu_limits_alone(make_agent, slurm, tmp_path):
+    agent = make_agent("orgs")
+    # What evaluation and serving do before their jobs: apply their accounts' limits.
+    evals = eval_account_ensure(phase=factories.running_phase(label="phase-orgs"), backend=slurm)
+    serving = SlurmServingBackend(command="true", folder=tmp_path, cluster=slurm)._account()
+    assert evals.platform and serving.platform
+    first = job_submit(
+        account=agent.account,
+        request=request(agent, gpus=8, script="sleep 60", name="eight"),
+        backend=slurm,
+    )
+    wait_for_state(first, {"RUNNING"}, backend=slurm)
+    spare = job_submit(
+        account=agent.account,
+        request=request(agent, gpus=1, script="sleep 1", preemptible=True, name="spare"),
+        backend=slurm,
+    )
+    wait_for_state(spare, {"COMPLETED"}, backend=slurm)  # the preemptible QOS still gives GPUs
+    ninth = job_submit(
+        account=agent.account, request=request(agent, gpus=1, name="ninth"), backend=slurm
+    )
+    ninth = wait_for_reason(ninth, slurm)
+    assert ninth.state == "PENDING" and "maximum number of GPUs at once" in ninth.reason
+    # The organizers' jobs run on their own QOS, under their own cap.
+    tmp_path.chmod(0o755)
+    evaluation = job_submit(
+        account=evals,
+        request=JobRequest(
+            name="eval", script="#!/bin/bash\ntrue\n", nodes=1, gpus_per_node=1,
+            time_limit_minutes=2, preemptible=False, workdir=tmp_path,
+        ),
+        backend=slurm,
+    )  # fmt: skip
+    assert evaluation.qos == "platform"
+    wait_for_state(evaluation, {"COMPLETED"}, backend=slurm)
+    with pytest.raises(SubmitRefused, match="no preemptible QOS"):
+        job_submit(
+            account=evals,
+            request=JobRequest(
+                name="eval", script="true", nodes=1, gpus_per_node=1, time_limit_minutes=2,
+                preemptible=True, workdir=tmp_path,
+            ),
+            backend=slurm,
+        )  # fmt: skip
+
+
+def test_cpus_and_memory_without_gpus_are_capped_like_gpus(make_agent, slurm):
+    agent = make_agent("cpus")
+    account = f"--account={agent.account.name}"
+    # 10 CPUs over two nodes, no GPU: more than the 8 CPUs that go with 8 GPUs.
+    wide = plain_sbatch(agent, account, "--nodes=2", "--ntasks-per-node=1", "-c", "5", "-t", "1")
+    assert wide.stdout.strip() == ""
+    assert submit_error(wide.stderr).startswith("the job asks for more CPUs than the account")
+    # 2 x 2500 MB: more than the 4000 MB that go with 8 GPUs.
+    big = plain_sbatch(agent, account, "--nodes=2", "--mem=2500", "-t", "1")
+    assert big.stdout.strip() == ""
+    assert submit_error(big.stderr).startswith("the job asks for more memory than the account")
+    # A node's worth of CPUs is the agent's share: the next CPU waits, said in words.
+    node = plain_sbatch(agent, account, "-c", "8", "-t", "1", script="sleep 60").stdout.strip()
+    _wait_squeue(node, "RUNNING")
+    more = plain_sbatch(agent, account, "-c", "1", "-t", "1").stdout.strip()
+    assert more
+    held = queued_with_reason(slurm, more)
+    assert held.state == "PENDING"
+    assert held.reason.startswith("the account already uses its maximum number of CPUs")
+    # The caps are those of the agents' QOS, in proportion to GPUs.
+    caps = {r["name"]: r["maxtrespa"] for r in cli.sacctmgr_rows("qos", ["name", "maxtrespa"])}
+    assert slurm.tres_for_gpus(8) == "cpu=8,mem=4000,gres/gpu=8"
+    expected = {"cpu=8", "mem=4000M", "gres/gpu=8"}  # sacctmgr's spelling
+    assert set(caps["normal"].split(",")) == set(caps["preemptible"].split(",")) == expected

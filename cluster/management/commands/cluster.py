@@ -7,11 +7,14 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
 from cluster.selectors import account_usage
-from cluster.services import cluster_sync
+from cluster.services import GIB, cluster_sync, storage_measure_all
 
 
 class Command(BaseCommand):
-    help = "The cluster: sync the scheduler's accounting into jobs and the GPU ledger; show usage."
+    help = (
+        "The cluster: sync the scheduler's accounting into jobs and the GPU ledger; show usage;"
+        " measure the agents' sandboxes against their storage quota."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         actions = parser.add_subparsers(dest="action", required=True)
@@ -20,10 +23,17 @@ class Command(BaseCommand):
         actions.add_parser(
             "usage", help="GPU-hours per account: the platform's ledger and the scheduler's"
         )
+        actions.add_parser(
+            "storage",
+            help="measure every open agent account's sandbox; block submissions over the quota",
+        )
 
     def handle(self, *args: object, **options: Any) -> None:
         if options["action"] == "usage":
             self._usage()
+            return
+        if options["action"] == "storage":
+            self._storage()
             return
         every = options.get("every")
         while True:
@@ -47,3 +57,13 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"{usage.account:<24} {usage.platform_gpu_hours:>15.3f} {scheduler:>16} {usage.limit_gpu_hours:>8.0f}"
             )
+
+    def _storage(self) -> None:
+        lines = storage_measure_all()
+        for line in lines:
+            status = f"blocked: {line.blocked_reason}" if line.blocked_reason else "ok"
+            self.stdout.write(
+                f"{line.account:<24} {line.bytes_used / GIB:>9.2f} of {line.limit_gib} GiB  {status}"
+            )
+        if not lines:
+            self.stdout.write("no open account has a sandbox to measure")

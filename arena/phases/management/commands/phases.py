@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import signal
 import time
 from types import FrameType
@@ -13,7 +14,10 @@ from arena.competition.models import Phase
 from arena.phases.selectors import phase_timeline
 from arena.phases.services import evaluations_queue_served, phases_tick
 from arena.phases.serving import ArenaServers
+from cluster.services import storage_measure_all
 from evalsuite.services import evaluations_collect
+
+log = logging.getLogger(__name__)
 
 
 class Command(BaseCommand):
@@ -28,6 +32,13 @@ class Command(BaseCommand):
         actions.add_parser("tick", help="make every due transition once")
         run = actions.add_parser("run", help="tick periodically and serve the arena's models")
         run.add_argument("--every", type=float, default=30.0, metavar="SECONDS")
+        run.add_argument(
+            "--storage-every",
+            type=float,
+            default=60.0,
+            metavar="SECONDS",
+            help="measure the agents' sandboxes against their storage quota this often (0: never)",
+        )
         actions.add_parser("status", help="each phase, its state and what happens next")
 
     def handle(self, *args: object, **options: object) -> None:
@@ -35,9 +46,9 @@ class Command(BaseCommand):
         if action == "tick":
             self._tick()
         elif action == "run":
-            every = options["every"]
-            assert isinstance(every, float)
-            self._run(every)
+            every, storage_every = options["every"], options["storage_every"]
+            assert isinstance(every, float) and isinstance(storage_every, float)
+            self._run(every, storage_every=storage_every)
         else:
             self._status()
 
@@ -54,7 +65,7 @@ class Command(BaseCommand):
         if not made and not brief:
             self.stdout.write("nothing due")
 
-    def _run(self, every: float) -> None:
+    def _run(self, every: float, *, storage_every: float) -> None:
         stopping = False
 
         def stop(signum: int, frame: FrameType | None) -> None:
@@ -65,9 +76,15 @@ class Command(BaseCommand):
         signal.signal(signal.SIGINT, stop)
         servers = ArenaServers()
         self.stdout.write(f"phase engine: ticking every {every:g} s (Ctrl-C stops)")
+        storage_due = time.monotonic()
+        self.storage_blocked: dict[str, str] = {}
         try:
             while not stopping:
                 self._tick(brief=True)
+                if storage_every > 0 and time.monotonic() >= storage_due:
+                    # Walking sandboxes takes a while on big ones: not on every tick.
+                    storage_due = time.monotonic() + storage_every
+                    self._measure_storage()
                 for name in servers.sync():
                     self.stdout.write(f"serving {name}")
                 # The evaluation suite for what was just served, and results of finished jobs.
@@ -81,6 +98,21 @@ class Command(BaseCommand):
         finally:
             servers.stop()
             self.stdout.write("phase engine stopped; model servers stopped")
+
+    def _measure_storage(self) -> None:
+        """Storage quotas: a line when an account gets blocked or unblocked."""
+        try:
+            lines = storage_measure_all()
+        except Exception:  # the worker outlives a scheduler or disk hiccup; next round retries
+            log.exception("measuring the sandboxes failed")
+            return
+        blocked = {line.account: line.blocked_reason for line in lines if line.blocked_reason}
+        for account, reason in blocked.items():
+            if account not in self.storage_blocked:
+                self.stdout.write(f"storage {account}: {reason}")
+        for account in self.storage_blocked.keys() - blocked.keys():
+            self.stdout.write(f"storage {account}: back under the storage quota")
+        self.storage_blocked = blocked
 
     def _status(self) -> None:
         now = timezone.now()
