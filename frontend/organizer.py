@@ -10,20 +10,22 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib import import_module
 from typing import Any
 
-from django.db.models import Count
+from django.db.models import Count, Sum
 from django.utils import timezone
 
 from agents.models import Agent, Nomination
 from arena.competition.models import Phase
 from arena.leaderboard.selectors import snapshot_latest
+from cluster.backends.base import NORMAL_QOS, PREEMPTIBLE_QOS
 from cluster.models import ClusterAccount, Job
 from cluster.selectors import gpu_seconds_charged
 from frontend.markdown import render_markdown
+from frontend.organizer_cluster import ClusterNow, cluster_now
 
 log = logging.getLogger(__name__)
 
@@ -147,13 +149,19 @@ class AgentBudgetLine:
     gpu_hours: Usage  # in the account's current budget period
     api_credit_usd: Usage  # settled spend plus calls in flight
     storage_gib: Usage
-    running_gpus: int
-    max_gpus: int
+    normal_gpus: Usage  # GPUs in use now / at most at once, on the normal QOS
+    preemptible_gpus: Usage  # the same on the preemptible QOS
     jobs_by_state: dict[str, int]
     blocked_reason: str
 
 
-def agent_budgets() -> list[AgentBudgetLine]:
+def agent_budgets(
+    *, gpus_in_use: Mapping[tuple[str, str], int] | None = None
+) -> list[AgentBudgetLine]:
+    """`gpus_in_use`: the scheduler's GPUs of running jobs per (account, QOS); without it, the
+    platform's job rows as of the last sync."""
+    if gpus_in_use is None:
+        gpus_in_use = _running_gpus_from_jobs()
     accounts = {a.name: a for a in ClusterAccount.objects.all()}
     lines = []
     for agent in Agent.objects.order_by("name"):
@@ -170,8 +178,8 @@ def agent_budgets() -> list[AgentBudgetLine]:
                     gpu_hours=Usage(0, 0),
                     api_credit_usd=credit,
                     storage_gib=Usage(0, 0),
-                    running_gpus=0,
-                    max_gpus=0,
+                    normal_gpus=Usage(0, 0),
+                    preemptible_gpus=Usage(0, 0),
                     jobs_by_state={},
                     blocked_reason="no cluster account",
                 )  # fmt: skip
@@ -183,7 +191,6 @@ def agent_budgets() -> list[AgentBudgetLine]:
             .annotate(n=Count("id"))
             .values_list("state", "n")
         )
-        running = Job.objects.filter(account=account, state=Job.State.RUNNING)
         lines.append(
             AgentBudgetLine(
                 agent=agent.name,
@@ -198,13 +205,27 @@ def agent_budgets() -> list[AgentBudgetLine]:
                     used=account.storage_bytes_used / 1024**3,
                     limit=float(account.storage_gib_limit),
                 ),
-                running_gpus=sum(j.gpus for j in running),
-                max_gpus=account.max_gpus + account.max_preemptible_gpus,
+                normal_gpus=Usage(
+                    used=gpus_in_use.get((account.name, NORMAL_QOS), 0), limit=account.max_gpus
+                ),
+                preemptible_gpus=Usage(
+                    used=gpus_in_use.get((account.name, PREEMPTIBLE_QOS), 0),
+                    limit=account.max_preemptible_gpus,
+                ),
                 jobs_by_state=states,
-                blocked_reason=account.submissions_blocked_reason,
+                blocked_reason=account.blocked_reason,
             )
         )
     return lines
+
+
+def _running_gpus_from_jobs() -> dict[tuple[str, str], int]:
+    running = (
+        Job.objects.filter(state=Job.State.RUNNING)
+        .values_list("account__name", "qos")
+        .annotate(gpus=Sum("gpus"))
+    )
+    return {(account, qos): gpus for account, qos, gpus in running}
 
 
 # -- jobs ------------------------------------------------------------------------------------
@@ -384,6 +405,7 @@ class Dashboard:
     timeline: list[PhaseLine]
     next_up: PhaseLine | None
     budgets: list[AgentBudgetLine]
+    cluster: ClusterNow
     jobs: list[JobLine]
     jobs_agent: str  # the agent the job list is filtered to, "" for all
     nominations: list[NominationLine]
@@ -395,11 +417,13 @@ class Dashboard:
 def organizer_dashboard(*, now: dt.datetime | None = None, jobs_agent: str = "") -> Dashboard:
     now = now or timezone.now()
     timeline = phase_timeline(now=now)
+    cluster = cluster_now()
     return Dashboard(
         now=now,
         timeline=timeline,
         next_up=next_event(timeline, now=now),
-        budgets=agent_budgets(),
+        budgets=agent_budgets(gpus_in_use=None if cluster.error else cluster.gpus_in_use),
+        cluster=cluster,
         jobs=jobs_recent(agent=jobs_agent or None),
         jobs_agent=jobs_agent,
         nominations=nominations_all(),

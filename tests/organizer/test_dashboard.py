@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 import pytest
 from django.contrib.auth.models import User
@@ -12,6 +13,10 @@ from django.utils import timezone
 from arena.battles.models import Battle
 from arena.competition.models import Phase
 from arena.leaderboard.services import phase_leaderboard_fit
+from cluster.backends import cluster_backend
+from cluster.backends.base import AccountLimits, JobRequest
+from cluster.models import ClusterAccount
+from cluster.services import job_submit
 from frontend.organizer import duration_words, provided_sections
 from tests import factories
 from tests.organizer import builders
@@ -23,6 +28,17 @@ HOSTILE_CARD = builders.CARD.replace(
     "<script>alert('card')</script> <img src=x onerror=alert(2)> "
     "[click me](javascript:alert(3)) and **bold** claims.",
 )
+
+
+@pytest.fixture(autouse=True)
+def local_cluster(settings, tmp_path):
+    """The dashboard reads the cluster live: here a local backend of the test's own."""
+    settings.CLUSTER_BACKEND = "local"
+    settings.VAR_DIR = tmp_path / "var"
+    backend = cluster_backend()
+    yield backend
+    for account in ClusterAccount.objects.values_list("name", flat=True):
+        backend.cancel_all(account=account)
 
 
 @pytest.fixture
@@ -78,7 +94,7 @@ def test_staff_see_every_section_with_real_rows(staff, competition):
     # Budgets: used / limit with a bar.
     assert "24.0 / 100 GPU-h (24%)" in page
     assert "$45.00 / $300.00 (15%)" in page
-    assert page.count("<meter") == 6  # three per agent
+    assert page.count("<meter") == 2 * 5 + 1  # five per agent, one per node
     # Jobs, with state and GPU-hours.
     assert "ann-sft" in page and "ben-dpo" in page and ">running<" in page
     # Nominations with their cards.
@@ -89,6 +105,45 @@ def test_staff_see_every_section_with_real_rows(staff, competition):
     assert "No ratings for phase-2 yet" in page
     # Evaluation and audit: nothing provides a section yet.
     assert "Evaluation and audit" in page
+
+
+def test_the_cluster_section_shows_each_node_the_queue_and_gpus_per_qos(
+    staff, competition, local_cluster, tmp_path
+):
+    account = ClusterAccount.objects.get(name="acct_ann")
+    local_cluster.account_apply(
+        account=account.name, unix_user="agent_ann", limits=AccountLimits(100, 8, 8, 24)
+    )
+
+    def submit(name: str, gpus: int, *, preemptible: bool = False):
+        request = JobRequest(
+            name=name, script="sleep 60", nodes=1, gpus_per_node=gpus, time_limit_minutes=10,
+            preemptible=preemptible, workdir=tmp_path,
+        )  # fmt: skip
+        return job_submit(account=account, request=request, backend=local_cluster)
+
+    submit("ann-normal", 8)
+    submit("ann-spare", 3, preemptible=True)
+    waiting = submit("ann-ninth", 1)
+
+    page = staff.get("/organizer/").content.decode()
+
+    assert 'id="node-localhost"' in page and "11 GPUs (no fixed capacity)" in page
+    assert "ann-normal" in page and "ann-spare" in page
+    assert f'id="queued-{waiting.scheduler_id}"' in page
+    assert "the account already uses its maximum number of GPUs at once" in page
+    assert re.search(r"0:00:\d\d / 0:10:00", page)  # elapsed / time limit
+    # Ann's budget row: normal and preemptible GPUs, each against its own maximum.
+    assert "8 / 8 GPUs (100%)" in page and "3 / 8 GPUs (38%)" in page
+    # Ben runs nothing on the cluster now (his RUNNING job row is only the platform's record).
+    assert page.count("0 / 8 GPUs (0%)") == 2
+
+
+def test_people_who_are_not_staff_do_not_see_the_queue(competition, local_cluster, tmp_path):
+    client = Client()
+    client.force_login(User.objects.create_user("curious", password="x"))
+    reply = client.get("/organizer/")
+    assert reply.status_code == 403 and b"Cluster" not in reply.content
 
 
 def test_the_model_card_is_sanitised(staff, competition):
