@@ -12,7 +12,7 @@ from django.db.models import QuerySet
 
 from agents.models import Agent, Nomination
 from arena.competition.models import Competition, Phase
-from arena.leaderboard.selectors import snapshot_latest
+from arena.leaderboard.selectors import global_snapshot_latest, snapshot_latest
 from cluster.models import ClusterAccount
 from cluster.selectors import gpu_seconds_charged
 from evalsuite import correlations, metrics
@@ -279,7 +279,7 @@ def correlation_inputs(phase: Phase) -> PhaseInputs:
     """What the correlations report needs of a phase: each agent model's GPU-hours (charged
     to the agent's cluster account in the phase), human ratings (the phase's latest rating
     snapshot) and median gap closed."""
-    snapshot = snapshot_latest(phase=phase.label) or snapshot_latest()
+    snapshot = snapshot_latest(phase=phase.label) or global_snapshot_latest()
     style = _ratings(snapshot.style if snapshot else None)
     raw = _ratings(snapshot.raw if snapshot else None)
     gpu, gap, by_agent = {}, {}, {}

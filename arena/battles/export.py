@@ -144,7 +144,7 @@ def parse_battle_line(line: str, number: int, *, require_style: bool = False) ->
     elif require_style:
         raise ExportFormatError(number, "no style metadata (conv_metadata) for style control")
     tstamp = row.get("tstamp", 0.0)
-    if not isinstance(tstamp, int | float):
+    if isinstance(tstamp, bool) or not isinstance(tstamp, int | float):
         raise ExportFormatError(number, f"tstamp {tstamp!r} is not a number")
     return BattleRecord(
         battle_id=str(row.get("battle_id", row.get("question_id", number))),
@@ -161,8 +161,8 @@ def parse_battle_line(line: str, number: int, *, require_style: bool = False) ->
 
 
 def _side_style(metadata: dict[str, Any], side: str, number: int) -> SideStyle:
-    tokens = metadata.get(f"sum_assistant_{side}_tokens")
-    if not isinstance(tokens, int) or tokens < 0:
+    tokens = _count(metadata.get(f"sum_assistant_{side}_tokens"))
+    if tokens is None:
         raise ExportFormatError(
             number, f"sum_assistant_{side}_tokens must be a non-negative integer"
         )
@@ -182,8 +182,8 @@ def _counts(
         raise ExportFormatError(number, f"missing {field!r} in conv_metadata")
     counts: dict[str, int] = {}
     for key in keys:
-        count = value.get(key, 0)
-        if not isinstance(count, int) or count < 0:
+        count = _count(value.get(key, 0))
+        if count is None:
             raise ExportFormatError(number, f"{field}[{key!r}] must be a non-negative integer")
         counts[key] = count
     return counts
@@ -191,3 +191,13 @@ def _counts(
 
 def _conversation(prompt: str, answer: str) -> list[dict[str, str]]:
     return [{"role": "user", "content": prompt}, {"role": "assistant", "content": answer}]
+
+
+def _count(value: Any) -> int | None:
+    """A non-negative whole number as JSON writes it (5, or 5.0 from a float column), else None.
+    JSON's true/false are not counts, though Python's bool is an int."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return value if isinstance(value, int) and value >= 0 else None

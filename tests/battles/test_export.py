@@ -51,6 +51,15 @@ def test_the_reader_names_the_line_of_a_bad_record(tmp_path):
         ({**good, "model_b": "x"}, "against itself"),
         ({"model_a": "x", "winner": "tie"}, "missing or empty 'model_b'"),
         (good, "no style metadata"),
+        (
+            {**good, "conv_metadata": {**_style(), "sum_assistant_a_tokens": True}},
+            "sum_assistant_a_tokens must be a non-negative integer",
+        ),
+        (
+            {**good, "conv_metadata": {**_style(), "bold_count_b": {"**": 1.5, "__": 0}}},
+            r"bold_count_b\['\*\*'\] must be a non-negative integer",
+        ),
+        ({**good, "conv_metadata": _style(), "tstamp": False}, "tstamp False is not a number"),
     ]
     for row, message in cases:
         path = tmp_path / "bad.jsonl"
@@ -76,6 +85,16 @@ def test_a_chatbot_arena_style_line_without_our_extra_fields_is_read(tmp_path):
     [record] = read_battle_export(path, require_style=True)
     assert record.battle_id == "q1"
     assert record.style_b.tokens == 5
+
+
+def test_whole_numbers_written_as_floats_are_counts(tmp_path):
+    path = tmp_path / "floats.jsonl"
+    metadata = {**_style(), "sum_assistant_a_tokens": 12.0, "list_count_a": {"ordered": 2.0}}
+    row = {"model_a": "m1", "model_b": "m2", "winner": "model_b", "conv_metadata": metadata}
+    path.write_text(json.dumps(row) + "\n")
+    [record] = read_battle_export(path, require_style=True)
+    assert record.style_a.tokens == 12 and type(record.style_a.tokens) is int
+    assert record.style_a.lists == {"ordered": 2, "unordered": 0}
 
 
 def test_export_into_a_missing_directory_is_a_clear_error(tmp_path):
