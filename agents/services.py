@@ -20,7 +20,7 @@ from agents.checkpoints import CheckpointInvalid, inspect_checkpoint
 from agents.models import Agent, AgentToken, Checkpoint, DataRecord, Nomination, ProxyCall, Upstream
 from agents.sandboxes import UnixSandboxes
 from arena.competition.models import Phase
-from arena.competition.selectors import phase_current
+from arena.competition.selectors import phase_account_limits, phase_current, phase_running
 from cluster.backends.base import AccountLimits, ClusterBackend
 from cluster.models import ClusterAccount, Job
 from cluster.services import account_close, account_ensure, cluster_sync
@@ -132,18 +132,27 @@ def agent_provision(
     home = sandboxes.create(user)
     # A re-provisioned agent starts with its account open again.
     ClusterAccount.objects.filter(name=user).update(submissions_blocked_reason="")
-    limits = AccountLimits(
-        gpu_hours=settings.AGENTS_DEFAULT_GPU_HOURS,
-        max_gpus=settings.AGENTS_DEFAULT_MAX_GPUS,
-        max_preemptible_gpus=settings.AGENTS_DEFAULT_MAX_PREEMPTIBLE_GPUS,
-        max_job_hours=settings.AGENTS_DEFAULT_MAX_JOB_HOURS,
-    )
+    # An agent joining while a phase runs gets that phase's budgets, as the phase's start gave
+    # the others (the agents' QOS limits are shared: the defaults would overwrite the phase's).
+    phase = phase_running()
+    if phase is not None:
+        limits, period = phase_account_limits(phase), phase.label
+        storage_gib, credit = phase.storage_gib, phase.api_credit_usd
+    else:
+        limits = AccountLimits(
+            gpu_hours=settings.AGENTS_DEFAULT_GPU_HOURS,
+            max_gpus=settings.AGENTS_DEFAULT_MAX_GPUS,
+            max_preemptible_gpus=settings.AGENTS_DEFAULT_MAX_PREEMPTIBLE_GPUS,
+            max_job_hours=settings.AGENTS_DEFAULT_MAX_JOB_HOURS,
+        )
+        period, storage_gib = settings.AGENTS_DEFAULT_PERIOD, settings.AGENTS_DEFAULT_STORAGE_GIB
+        credit = Decimal(str(settings.AGENTS_DEFAULT_API_CREDIT_USD))
     account_ensure(
         name=user,
         unix_user=user,
-        period=settings.AGENTS_DEFAULT_PERIOD,
+        period=period,
         limits=limits,
-        storage_gib=settings.AGENTS_DEFAULT_STORAGE_GIB,
+        storage_gib=storage_gib,
         storage_path=home,
         backend=backend,
     )
@@ -154,7 +163,7 @@ def agent_provision(
             "unix_user": user,
             "sandbox": str(home),
             "cluster_account": user,
-            "credit_limit": Decimal(str(settings.AGENTS_DEFAULT_API_CREDIT_USD)),
+            "credit_limit": credit,
         },
     )
     api_token = token_issue(agent=agent, kind=AgentToken.Kind.API)

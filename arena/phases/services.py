@@ -25,12 +25,12 @@ from django.utils import timezone
 from agents.models import Agent, Nomination
 from agents.sandboxes import UnixSandboxes
 from arena.competition.models import Competition, Phase
-from arena.competition.selectors import phase_in_arena
+from arena.competition.selectors import phase_account_limits, phase_in_arena
 from arena.leaderboard.services import phase_leaderboard_fit
 from arena.phases.models import FeedbackBundle, PhaseContestant, PhaseTransition
 from arena.phases.selectors import feedback_bundle, previous_phase, transition_due
 from arena.serving.models import Contestant
-from cluster.backends.base import AccountLimits, ClusterBackend
+from cluster.backends.base import ClusterBackend
 from cluster.services import account_ensure
 from evalsuite.models import EvalRun
 from evalsuite.services import evaluations_queue
@@ -86,12 +86,7 @@ def _advance(phase_id: int, now: datetime, engine: Engine) -> PhaseTransition | 
 def _start(phase: Phase, engine: Engine) -> dict[str, Any]:
     """Budgets of the phase on every agent's Slurm association (usage starts again from zero)
     and API credit; then the feedback the phase's policy gives."""
-    limits = AccountLimits(
-        gpu_hours=float(phase.gpu_hours),
-        max_gpus=phase.max_gpus,
-        max_preemptible_gpus=phase.max_preemptible_gpus,
-        max_job_hours=phase.max_job_hours,
-    )
+    limits = phase_account_limits(phase)
     agents = list(Agent.objects.filter(active=True).exclude(cluster_account=""))
     for agent in agents:
         account_ensure(

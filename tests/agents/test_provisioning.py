@@ -87,3 +87,27 @@ def test_deprovisioning_revokes_tokens_jobs_and_login(provision, slurm):
     again = provision("iso_carol")
     assert again.api_token != carol.api_token
     assert agent_for_token(again.api_token, kind="api") == again.agent
+
+
+def test_an_agent_joining_a_running_phase_gets_its_budgets(provision):
+    from decimal import Decimal
+
+    from cluster.models import ClusterAccount
+    from tests.factories import running_phase
+
+    phase = running_phase(label="phase-join")
+    phase.gpu_hours, phase.storage_gib, phase.api_credit_usd = Decimal("250"), 100, Decimal("5")
+    phase.save()
+    dave = provision("join_dave")
+
+    account = ClusterAccount.objects.get(name=dave.agent.cluster_account)
+    assert (account.period, account.gpu_hours_limit, account.storage_gib_limit) == (
+        "phase-join",
+        Decimal("250"),
+        100,
+    )
+    assert dave.agent.credit_limit == Decimal("5")
+    rows = cli.sacctmgr_rows(
+        "assoc", ["user", "grptresmins"], f"account={dave.agent.cluster_account}"
+    )
+    assert [row["grptresmins"] for row in rows if not row["user"]] == ["gres/gpu=15000"]
