@@ -25,16 +25,15 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 
 from cluster.training.sft_fsdp2 import (
-    IGNORE,
     Dist,
     arg_parser,
     batches,
     check_args,
     configure_torch,
     encode,
+    global_token_loss,
     load_chats,
     save,
     tied_duplicates,
@@ -133,22 +132,10 @@ def main(argv: list[str] | None = None) -> int:
     data = batches(examples, args.batch_size, pad_id, seed=args.seed * 1000 + d.rank)
     losses: list[float] = []
     for step in range(1, args.steps + 1):
-        ids, att, lab = (t.to(engine.device) for t in next(data))
-        logits = engine(input_ids=ids, attention_mask=att).logits
-        targets = lab[:, 1:]
-        loss_sum = F.cross_entropy(
-            logits[:, :-1].reshape(-1, logits.size(-1)).float(),
-            targets.reshape(-1),
-            ignore_index=IGNORE,
-            reduction="sum",
-        )
-        stats = torch.stack([loss_sum.detach(), (targets != IGNORE).sum().to(loss_sum.dtype)])
-        dist.all_reduce(stats)
-        total_tokens = stats[1].clamp(min=1)
-        # DeepSpeed averages gradients over data-parallel ranks, as FSDP does.
-        engine.backward(loss_sum * d.world_size / total_tokens)
+        loss, mean_loss = global_token_loss(engine, next(data), d)
+        engine.backward(loss)
         engine.step()  # clipping (config), optimiser, schedule, zero_grad
-        losses.append((stats[0] / total_tokens).item())
+        losses.append(mean_loss)
         if step % args.log_every == 0 or step == args.steps:
             log(
                 f"step {step}/{args.steps} loss {losses[-1]:.4f} lr {schedule.get_last_lr()[0]:.2e}"

@@ -252,6 +252,27 @@ def tied_duplicates(model: torch.nn.Module) -> list[str]:
     return out
 
 
+def global_token_loss(model: Any, batch: tuple[torch.Tensor, ...], d: Dist) -> tuple[Any, float]:
+    """This rank's loss to backpropagate, and the mean loss per assistant token over all ranks.
+
+    Normalised by the global number of assistant tokens, times world_size because FSDP and
+    DeepSpeed both average gradients over ranks: every token weighs the same whichever rank
+    it landed on."""
+    ids, att, lab = (t.to(d.device) for t in batch)
+    logits = model(input_ids=ids, attention_mask=att).logits
+    targets = lab[:, 1:]
+    loss_sum = F.cross_entropy(
+        logits[:, :-1].reshape(-1, logits.size(-1)).float(),
+        targets.reshape(-1),
+        ignore_index=IGNORE,
+        reduction="sum",
+    )
+    stats = torch.stack([loss_sum.detach(), (targets != IGNORE).sum().to(loss_sum.dtype)])
+    dist.all_reduce(stats)
+    total_tokens = stats[1].clamp(min=1)
+    return loss_sum * d.world_size / total_tokens, (stats[0] / total_tokens).item()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     start = time.perf_counter()
@@ -308,26 +329,13 @@ def main(argv: list[str] | None = None) -> int:
     losses: list[float] = []
     train_start = time.perf_counter()
     for step in range(1, args.steps + 1):
-        ids, att, lab = (t.to(d.device) for t in next(data))
-        logits = model(input_ids=ids, attention_mask=att).logits
-        targets = lab[:, 1:]
-        loss_sum = F.cross_entropy(
-            logits[:, :-1].reshape(-1, logits.size(-1)).float(),
-            targets.reshape(-1),
-            ignore_index=IGNORE,
-            reduction="sum",
-        )
-        # Normalise by the global number of assistant tokens: FSDP averages gradients over
-        # ranks, hence the factor world_size.
-        stats = torch.stack([loss_sum.detach(), (targets != IGNORE).sum().to(loss_sum.dtype)])
-        dist.all_reduce(stats)
-        total_tokens = stats[1].clamp(min=1)
-        (loss_sum * d.world_size / total_tokens).backward()
+        loss, mean_loss = global_token_loss(model, next(data), d)
+        loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         sched.step()
         opt.zero_grad(set_to_none=True)
-        losses.append((stats[0] / total_tokens).item())
+        losses.append(mean_loss)
         if step % args.log_every == 0 or step == args.steps:
             log(
                 f"step {step}/{args.steps} loss {losses[-1]:.4f} "
