@@ -240,7 +240,7 @@ def bootstrap(design: Design, theta: Array, *, rounds: int, seed: int) -> tuple[
             weight = rng.multinomial(int(round(total)), design.weight / total).astype(np.float64)
         resample = design.with_weight(weight)
         try:
-            out[i], _ = chord(resample, theta, factor, tol=tol)
+            out[i], _ = chord(resample, theta, factor, tol=tol, single_precision=True)
         except ConvergenceError:  # a resample far from the full data: plain Newton
             try:
                 out[i], _ = newton(resample, theta, tol=tol)

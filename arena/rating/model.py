@@ -198,6 +198,7 @@ def chord(
     *,
     tol: float,
     max_iter: int = 30,
+    single_precision: bool = False,
 ) -> tuple[Array, int]:
     """Newton steps that all reuse one Hessian (the chord method), for bootstrap rounds.
 
@@ -207,16 +208,21 @@ def chord(
     linearly, at a rate set by how much the two Hessians differ (O(1/√n) for a bootstrap
     resample), and each step costs one gradient: a few passes over the battles, done in
     place because at a million battles memory traffic, not arithmetic, is the cost.
+    `single_precision` computes σ in float32 (see `_sigmoid_single`): for tolerances ≥ 1e-7.
     """
     theta = np.array(theta0, dtype=np.float64)
     m = design.n_models
+    single = np.empty(len(design.a), dtype=np.float32) if single_precision else None
     for iteration in range(1, max_iter + 1):
         residual = theta[:m][design.a]  # (n,) becomes η, then p, then w·(p − y)
         np.subtract(residual, theta[:m][design.b], out=residual)
         residual *= LN10
         if design.features is not None:
             residual += theta[m:] @ design.features_t
-        expit(residual, out=residual)
+        if single is not None:
+            _sigmoid_single(residual, single)
+        else:
+            expit(residual, out=residual)
         residual -= design.y
         residual *= design.weight
         grad = transpose_times(residual, design) + design.l2 * theta
@@ -229,6 +235,19 @@ def chord(
     raise ConvergenceError(
         f"chord iteration did not converge in {max_iter} steps", theta=theta, iterations=max_iter
     )
+
+
+def _sigmoid_single(eta: Array, buffer: NDArray[np.float32]) -> None:
+    """σ(η) in place, computed in single precision: exp costs a third of double's, the largest
+    share of a pass over a million battles. Its relative error (6e-8) puts a noise floor of
+    ~1e-9..1e-8 in rating units under the optimum chord can find, far inside the bootstrap's
+    tolerance (1e-6); Newton and the objective stay in double."""
+    np.negative(eta, out=buffer, casting="same_kind")
+    with np.errstate(over="ignore"):  # exp(−η) = inf for η < −88: σ = 1/inf = 0, as it should
+        np.exp(buffer, out=buffer)
+    buffer += 1.0
+    np.reciprocal(buffer, out=buffer)
+    np.copyto(eta, buffer)
 
 
 def _change(step: NDArray[np.floating], n_models: int) -> float:

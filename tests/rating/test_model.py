@@ -46,6 +46,10 @@ def test_the_chord_method_reaches_the_same_optimum_on_a_resample(design):
     exact, _ = newton(resample, theta)
     approximate, _ = chord(resample, theta, cho_factor(hessian(theta, design)), tol=1e-10)
     np.testing.assert_allclose(approximate, exact, atol=1e-8)
+    fast, _ = chord(
+        resample, theta, cho_factor(hessian(theta, design)), tol=1e-7, single_precision=True
+    )
+    np.testing.assert_allclose(fast, exact, atol=1e-6)  # 0.0004 points: what bootstrap asks
 
 
 def test_newton_reports_steps_that_cannot_descend_instead_of_stopping_there(design, monkeypatch):
