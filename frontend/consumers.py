@@ -19,7 +19,7 @@ from arena.battles.generation import GenerationEvent, SideDelta, SideFinished, b
 from arena.battles.models import Battle
 from arena.battles.selectors import battle_for_voter
 from arena.battles.services import SideResult
-from arena.leaderboard.live import ensure_live_refits
+from arena.leaderboard.live import screen_closed, screen_opened
 from arena.leaderboard.models import RatingSnapshot
 from arena.leaderboard.selectors import snapshot_latest
 from arena.leaderboard.services import LIVE_GROUP, live_payload
@@ -149,11 +149,12 @@ class LeaderboardConsumer(AsyncJsonWebsocketConsumer):
     async def connect(self) -> None:
         await self.channel_layer.group_add(LIVE_GROUP, self.channel_name)
         await self.accept()
-        ensure_live_refits()
+        screen_opened()
         snapshot = await database_sync_to_async(snapshot_latest)(source=RatingSnapshot.Source.LIVE)
         await self.send_json({"type": "leaderboard", "table": live_payload(snapshot)})
 
     async def disconnect(self, code: int) -> None:
+        screen_closed()
         await self.channel_layer.group_discard(LIVE_GROUP, self.channel_name)
 
     async def leaderboard_update(self, event: dict[str, Any]) -> None:

@@ -24,12 +24,26 @@ log = logging.getLogger(__name__)
 POLL_SECONDS = 0.2
 
 _task: asyncio.Task[None] | None = None
+_screens = 0  # live screens open in this process: the loop runs while there is one
 
 # thread_sensitive=False: the refit runs in a worker thread of its own rather than the one
 # thread that all sync views and consumers of this process share, so a fit never stalls
 # them. That is safe with the database: Django's connections are per thread, and
 # database_sync_to_async closes the thread's stale connections before and after the call.
 _refresh = database_sync_to_async(leaderboard_refresh, thread_sensitive=False)
+
+
+def screen_opened() -> None:
+    """A live screen connected: start the loop in the running event loop unless it runs."""
+    global _screens
+    _screens += 1
+    ensure_live_refits()
+
+
+def screen_closed() -> None:
+    """A live screen went away; with the last one the loop ends at its next poll."""
+    global _screens
+    _screens = max(0, _screens - 1)
 
 
 def ensure_live_refits() -> None:
@@ -44,6 +58,8 @@ async def _refit_forever() -> None:
     last_refit = 0.0
     while True:
         await asyncio.sleep(POLL_SECONDS)
+        if _screens == 0:
+            return  # nobody watches: page views and the next screen refit on demand
         if time.monotonic() - last_refit < REFIT_MIN_INTERVAL_SECONDS:
             continue  # the service would refuse anyway: spare it the query
         try:
