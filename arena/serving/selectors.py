@@ -14,4 +14,3 @@ def contestant_endpoint(contestant: Contestant) -> Endpoint:
         model=contestant.served_model_name,
         api_key=contestant.api_key,
     )
-
