@@ -30,6 +30,7 @@ from cluster.training.sft_fsdp2 import (
     Dist,
     arg_parser,
     batches,
+    chat_tokenizer,
     check_args,
     configure_torch,
     encode,
@@ -92,10 +93,8 @@ def main(argv: list[str] | None = None) -> int:
         if d.rank == 0:
             print(f"[sft_deepspeed {time.perf_counter() - start:6.1f}s] {msg}", flush=True)
 
-    from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+    from transformers import AutoModelForCausalLM, GenerationConfig
     from transformers.utils import logging as hf_logging
-
-    from cluster.training.sft_fsdp2 import END_OF_TURN
 
     hf_logging.disable_progress_bar()
     config = json.loads(Path(args.deepspeed_config).read_text(encoding="utf-8"))
@@ -104,11 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{d.device}, {threads} threads/process, DeepSpeed {deepspeed.__version__}, ZeRO stage "
         f"{config.get('zero_optimization', {}).get('stage', 0)}"
     )
-    tokenizer = AutoTokenizer.from_pretrained(args.model)
-    eot_id = tokenizer.convert_tokens_to_ids(END_OF_TURN)
-    if eot_id is None or eot_id == tokenizer.unk_token_id:
-        raise ValueError(f"{args.model}: tokenizer has no {END_OF_TURN} token")
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eot_id
+    tokenizer, eot_id, pad_id = chat_tokenizer(args.model)
     shard = load_chats(args)[d.rank :: d.world_size]
     if len(shard) < args.batch_size:
         raise ValueError(

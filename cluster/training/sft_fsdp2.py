@@ -252,6 +252,18 @@ def tied_duplicates(model: torch.nn.Module) -> list[str]:
     return out
 
 
+def chat_tokenizer(model: str) -> tuple[Any, int, int]:
+    """The model's tokenizer, its end-of-turn id, and the padding id (end-of-turn if none)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    eot_id = tokenizer.convert_tokens_to_ids(END_OF_TURN)
+    if eot_id is None or eot_id == tokenizer.unk_token_id:
+        raise ValueError(f"{model}: tokenizer has no {END_OF_TURN} token")
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eot_id
+    return tokenizer, eot_id, pad_id
+
+
 def global_token_loss(model: Any, batch: tuple[torch.Tensor, ...], d: Dist) -> tuple[Any, float]:
     """This rank's loss to backpropagate, and the mean loss per assistant token over all ranks.
 
@@ -283,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
         if d.rank == 0:
             print(f"[sft_fsdp2 {time.perf_counter() - start:6.1f}s] {msg}", flush=True)
 
-    from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+    from transformers import AutoModelForCausalLM, GenerationConfig
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # per-process bars for a 1-shard load/save are noise
@@ -294,11 +306,7 @@ def main(argv: list[str] | None = None) -> int:
         f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}, "
         f"master {os.environ.get('MASTER_ADDR')}:{os.environ.get('MASTER_PORT')}"
     )
-    tokenizer = AutoTokenizer.from_pretrained(args.model)
-    eot_id = tokenizer.convert_tokens_to_ids(END_OF_TURN)
-    if eot_id is None or eot_id == tokenizer.unk_token_id:
-        raise ValueError(f"{args.model}: tokenizer has no {END_OF_TURN} token")
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eot_id
+    tokenizer, eot_id, pad_id = chat_tokenizer(args.model)
 
     chats = load_chats(args)
     shard = chats[d.rank :: d.world_size]
