@@ -6,6 +6,13 @@ state. Limits mirror the Slurm setup: a time limit per job (refused above it), G
 per QOS and account (the job waits), and the GPU-hour budget checked "safely" — a job whose
 GPUs × time limit could overrun what is left waits, as with Slurm's `safe` enforcement.
 GPUs are fake: each job gets `CUDA_VISIBLE_DEVICES` numbered from 0.
+
+A script job runs as the account's Unix user, as on Slurm: the scheduler's own wrapper stays
+root (it alone writes the job's start, end and exit code, in a folder the agent cannot reach),
+and the job itself gets that user's credentials and a login environment plus its own
+variables, never the platform's. It opens its output file as that user, from its working
+directory, so nothing the agent planted there is written or read with root's rights. Python
+callables are the platform's own code and run as the platform's user, as with submitit.
 """
 
 from __future__ import annotations
@@ -14,10 +21,12 @@ import contextlib
 import json
 import os
 import pickle
+import pwd
 import shlex
 import signal
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, replace
@@ -38,6 +47,7 @@ from cluster.backends.base import (
     QueuedJob,
     SubmitRefused,
 )
+from cluster.backends.slurm import login_environment
 from cluster.reasons import pending_reason
 
 
@@ -78,6 +88,9 @@ class LocalBackend(ClusterBackend):
 
     # --- jobs ----------------------------------------------------------------------------
     def submit(self, *, account: str, unix_user: str, request: JobRequest) -> str:
+        return self._submit(account=account, unix_user=unix_user, request=request, callable_=False)
+
+    def _submit(self, *, account: str, unix_user: str, request: JobRequest, callable_: bool) -> str:
         limits = self._account(account)
         if limits is None:
             raise SubmitRefused("you may not submit under that account")
@@ -92,13 +105,27 @@ class LocalBackend(ClusterBackend):
         left_seconds = limits["gpu_hours"] * 3600 - self.charged_gpu_minutes(account=account) * 60
         if request.gpus * request.time_limit_minutes * 60 > left_seconds:
             raise SubmitRefused("the job would overrun the account's GPU-hour budget")
+        if not callable_ and unix_user != _current_user() and os.geteuid() != 0:
+            raise SubmitRefused(
+                f"jobs run as their account's user ({unix_user}): the local cluster must run as "
+                "root to start them"
+            )
+        try:
+            pwd.getpwnam(unix_user)
+        except KeyError:
+            raise SubmitRefused(f"the account's Unix user {unix_user} does not exist") from None
         job_id = str(self._next_id())
         folder = self.root / "jobs" / job_id
+        # The job's user reads its script through a descriptor the wrapper opens (see _launch):
+        # readable by the file's mode, while the folders above stay the platform's alone.
         (folder / "script.sh").write_text(request.script)
+        (folder / "script.sh").chmod(0o644)
         meta = {
             "id": job_id,
             "name": request.name,
             "account": account,
+            "unix_user": unix_user,
+            "callable": callable_,
             "qos": request.qos,
             "nodes": request.nodes,
             "gpus": request.gpus,
@@ -125,9 +152,17 @@ class LocalBackend(ClusterBackend):
         # what it returns (or raises) next to it.
         call = request.workdir / f"callable-{uuid.uuid4().hex}.pkl"
         call.write_bytes(cloudpickle.dumps((function, args, kwargs)))
+        if unix_user not in {_current_user(), "root"}:
+            raise SubmitRefused(
+                "Python callables run as the platform's own user; submit a script to run as "
+                f"{unix_user}"
+            )
         script = f"exec {shlex.quote(sys.executable)} -m cluster.backends.run_callable {shlex.quote(str(call))}\n"
-        return self.submit(
-            account=account, unix_user=unix_user, request=replace(request, script=script)
+        return self._submit(
+            account=account,
+            unix_user=_current_user(),
+            request=replace(request, script=script),
+            callable_=True,
         )
 
     def callable_result(self, *, scheduler_id: str, workdir: Path) -> Any:
@@ -147,10 +182,37 @@ class LocalBackend(ClusterBackend):
     def cancel(self, *, scheduler_id: str, unix_user: str) -> None:
         folder = self.root / "jobs" / scheduler_id
         (folder / "cancelled").touch()
-        pid = _read_int(folder / "pid")
-        if pid and not (folder / "end").exists():
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pid, signal.SIGTERM)
+        if not (folder / "end").exists():
+            self._signal(folder, signal.SIGTERM)
+
+    def cancel_everything(self, *, grace_s: float = 10.0) -> list[str]:
+        """Cancel every pending or running job of every account, and wait until each one's
+        processes are gone (SIGKILL after `grace_s`). Returns the ids it cancelled."""
+        live = [m for m in self._jobs() if self._state(m) in {"PENDING", "RUNNING"}]
+        for meta in live:
+            self.cancel(scheduler_id=meta["id"], unix_user="")
+        deadline = time.monotonic() + grace_s
+        for meta in live:
+            folder = self.root / "jobs" / meta["id"]
+            while self._job_processes_alive(folder) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            if self._job_processes_alive(folder):
+                self._signal(folder, signal.SIGKILL)
+        return [m["id"] for m in live]
+
+    def _signal(self, folder: Path, signum: int) -> None:
+        """Signal the job (its own process group, led by `timeout`) and the wrapper around it:
+        the wrapper alone would die and leave the job running."""
+        for name in ("job-pid", "pid"):
+            pid = _read_int(folder / name)
+            if pid:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(pid, signum)
+
+    def _job_processes_alive(self, folder: Path) -> bool:
+        return any(
+            _group_alive(pid) for pid in (_read_int(folder / n) for n in ("job-pid", "pid")) if pid
+        )
 
     def accounting(self, *, accounts: list[str], since: datetime) -> list[AccountingRow]:
         self._schedule()
@@ -244,29 +306,51 @@ class LocalBackend(ClusterBackend):
     def _launch(self, meta: dict) -> None:
         folder = self.root / "jobs" / meta["id"]
         devices = ",".join(str(i) for i in range(meta["gpus"]))
-        # The wrapper records start, end and exit code itself, so the job's fate is known
-        # even if the process that launched it is gone.
-        wrapper = (
-            f"date -u +%Y-%m-%dT%H:%M:%S+00:00 > {shlex.quote(str(folder / 'start'))}; "
-            f"timeout --signal=TERM --kill-after=10 {meta['time_limit_minutes']}m "
-            f"bash {shlex.quote(str(folder / 'script.sh'))}; code=$?; "
-            f"echo $code > {shlex.quote(str(folder / 'exit'))}; "
-            f"date -u +%Y-%m-%dT%H:%M:%S+00:00 > {shlex.quote(str(folder / 'end'))}"
-        )
-        env = {
-            **os.environ,
+        user = meta.get("unix_user") or _current_user()
+        output = f"slurm-{meta['id']}.out"
+        job_env = {
             **meta["env"],
             "CUDA_VISIBLE_DEVICES": devices,
             "SLURM_JOB_ID": meta["id"],
             "SLURM_JOB_ACCOUNT": meta["account"],
+            "SLURM_JOB_NAME": meta["name"],
             "SLURM_NNODES": str(meta["nodes"]),
             "SLURM_NODEID": "0",
             "SLURM_JOB_NODELIST": "localhost",
+            "SLURM_SUBMIT_DIR": meta["workdir"],
         }
-        with (Path(meta["workdir"]) / f"slurm-{meta['id']}.out").open("ab") as output:
+        if meta.get("callable"):
+            env = {**os.environ, **job_env}  # the platform's own code, as with submitit
+        else:
+            env = {**login_environment(user), **job_env}
+        # The job: as its user (no-op for the platform's own), from its working directory,
+        # its output opened there by that user, the script read through descriptor 3.
+        as_user = (
+            []
+            if user == _current_user()
+            else ["setpriv", f"--reuid={user}", f"--regid={pwd.getpwnam(user).pw_gid}",
+                  "--init-groups", "--"]
+        )  # fmt: skip
+        job = shlex.join(
+            [*as_user, "bash", "-c", 'cd -- "$1" && exec bash /dev/fd/3 >>"$2" 2>&1',
+             "job", meta["workdir"], output]
+        )  # fmt: skip
+        q = {name: shlex.quote(str(folder / name)) for name in ("start", "end", "exit", "job-pid")}
+        # The wrapper (this user) records start, end and exit code itself, so the job's fate is
+        # known even if the process that launched it is gone. `timeout` leads the job's own
+        # process group: its pid is what cancel signals.
+        wrapper = (
+            f"date -u +%Y-%m-%dT%H:%M:%S+00:00 > {q['start']}; "
+            f"timeout --signal=TERM --kill-after=10 {meta['time_limit_minutes']}m {job} "
+            f"3< {shlex.quote(str(folder / 'script.sh'))} & "
+            f"echo $! > {q['job-pid']}; wait $!; code=$?; "
+            f"echo $code > {q['exit']}; "
+            f"date -u +%Y-%m-%dT%H:%M:%S+00:00 > {q['end']}"
+        )
+        with (folder / "wrapper.log").open("ab") as log:
             process = subprocess.Popen(
-                ["bash", "-c", wrapper], cwd=meta["workdir"], env=env, stdout=output,
-                stderr=subprocess.STDOUT, start_new_session=True,
+                ["bash", "-c", wrapper], cwd=folder, env=env, stdin=subprocess.DEVNULL,
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
             )  # fmt: skip
         (folder / "pid").write_text(str(process.pid))
         (folder / "start").touch(exist_ok=True)  # visible as running at once; the wrapper fills it
@@ -364,6 +448,26 @@ def _read_time(path: Path) -> datetime | None:
     except FileNotFoundError:
         return None
     return datetime.fromisoformat(text) if text else None
+
+
+def _current_user() -> str:
+    return pwd.getpwuid(os.geteuid()).pw_name
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether any process of the group is still running (zombies awaiting a reap don't count)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # Fields after the command, which may hold spaces and parentheses: state ppid pgrp.
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
 
 
 def _alive(pid: int) -> bool:
