@@ -189,12 +189,14 @@ class SlurmBackend(ClusterBackend):
     def accounting(self, *, accounts: list[str], since: datetime) -> list[AccountingRow]:
         if not accounts:
             return []
+        # Only fields Slurm writes go through `sacct -P`; the agent's own text (the job's name
+        # and folder, which may hold `|` and newlines) comes from `sacct --json` afterwards,
+        # so every job in the first answer is in the second.
         fields = [
-            "JobIDRaw", "JobName", "Account", "QOS", "State", "Reason", "NNodes", "AllocTRES",
-            "ReqTRES", "TimelimitRaw", "WorkDir", "Submit", "Start", "End", "ElapsedRaw", "ExitCode",
+            "JobIDRaw", "Account", "QOS", "State", "Reason", "NNodes", "AllocTRES", "ReqTRES",
+            "TimelimitRaw", "Submit", "Start", "End", "ElapsedRaw", "ExitCode",
         ]  # fmt: skip
-        rows = cli.sacct_rows(
-            fields,
+        which = [
             "-X",
             "-D",
             "-a",
@@ -202,14 +204,17 @@ class SlurmBackend(ClusterBackend):
             ",".join(accounts),
             "-S",
             since.strftime("%Y-%m-%dT%H:%M:%S"),
-        )
+        ]
+        rows = cli.sacct_rows(fields, *which)
+        texts = cli.sacct_job_texts(*which)
         records = []
         for row in rows:
             tres = _GPU_TRES.search(row["AllocTRES"]) or _GPU_TRES.search(row["ReqTRES"])
+            text = texts.get(row["JobIDRaw"], cli.JobText(name="", workdir=""))
             records.append(
                 AccountingRow(
                     scheduler_id=row["JobIDRaw"],
-                    name=row["JobName"],
+                    name=text.name,
                     account=row["Account"],
                     qos=row["QOS"],
                     state=row["State"].split()[0],  # "CANCELLED by 0" -> "CANCELLED"
@@ -219,7 +224,7 @@ class SlurmBackend(ClusterBackend):
                     time_limit_minutes=int(row["TimelimitRaw"])
                     if row["TimelimitRaw"].isdigit()
                     else 0,
-                    workdir=row["WorkDir"],
+                    workdir=text.workdir,
                     submitted_at=_time(row["Submit"]),
                     started_at=_time(row["Start"]),
                     ended_at=_time(row["End"]),
@@ -265,19 +270,19 @@ class SlurmBackend(ClusterBackend):
     def queue(self) -> list[QueuedJob]:
         # `squeue -O field:|`: each field unpadded, followed by `|`. `tres-alloc` holds what a
         # running job was given and a pending one asks for, GPUs in total however they were
-        # asked (--gres per node, --gpus per job). The name goes last: it is the only field that
-        # may contain the separator.
+        # asked (--gres per node, --gpus per job). Every field here is Slurm's own; the names,
+        # which may hold `|` and newlines, come from `squeue --json` afterwards.
         fields = [
             "JobID", "Account", "UserName", "State", "QOS", "NodeList", "tres-alloc", "Reason",
-            "TimeUsed", "TimeLimit", "Name",
+            "TimeUsed", "TimeLimit",
         ]  # fmt: skip
         text = cli.run(["squeue", "-h", "-O", ",".join(f"{f}:|" for f in fields)]).stdout
+        rows = cli.parsable_rows(
+            "\n".join(line.removesuffix("|") for line in text.splitlines()), fields
+        )
+        names = cli.squeue_job_names()
         jobs = []
-        for line in text.splitlines():
-            if not line.strip():
-                continue
-            values = line.removesuffix("|").split("|", len(fields) - 1)
-            row = dict(zip(fields, values, strict=True))
+        for row in rows:
             gpus = _GPU_TRES.search(row["tres-alloc"])
             pending = row["State"] == "PENDING"
             jobs.append(
@@ -285,7 +290,7 @@ class SlurmBackend(ClusterBackend):
                     scheduler_id=row["JobID"],
                     account=row["Account"],
                     user=row["UserName"],
-                    name=row["Name"],
+                    name=names.get(row["JobID"], ""),
                     state=row["State"],
                     qos=row["QOS"],
                     gpus=int(gpus.group(1)) if gpus else 0,

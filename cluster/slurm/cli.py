@@ -3,20 +3,32 @@
 Slurm is driven through its command-line tools with machine-readable output (`--parsable`,
 `-P`, `-n`): there is no Python binding that matches the Slurm release on these machines
 (see shared/notes/slurm.md). Tests and the real backend patch nothing here: they run it.
+
+Slurm 22.05 prints text a user wrote (job names, working directories, comments) unescaped in
+its delimited output, and such text may hold `|`, newlines and any control character a
+`--delimiter` could pick. So delimited output (`parsable_rows`) is read only for fields Slurm
+or the platform writes, and a user's text comes from `--json` (`sacct_job_texts`,
+`squeue_job_names`), where every string is escaped.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 log = logging.getLogger(__name__)
 
 TIMEOUT_S = 60.0
+
+
+class SlurmOutputError(RuntimeError):
+    """Slurm's output is not in the shape the platform reads: refused, never guessed at."""
 
 
 class SlurmError(RuntimeError):
@@ -55,7 +67,10 @@ def run(
         argv,
         input=input_text,
         capture_output=True,
-        text=True,
+        # Job names may hold bytes that are not UTF-8 (squeue passes them through raw): one
+        # such name must not make every read of the queue fail.
+        encoding="utf-8",
+        errors="replace",
         cwd=cwd,
         env=dict(env or {}) if clean_env else {**os.environ, **(env or {})},
         timeout=timeout_s,
@@ -67,14 +82,70 @@ def run(
 
 
 def parsable_rows(text: str, fields: Sequence[str]) -> list[dict[str, str]]:
-    """Rows of `-P -n` output (`|`-separated, no header) as dicts keyed by `fields`."""
+    """Rows of `-P -n` output (`|`-separated, no header) as dicts keyed by `fields`.
+
+    Only for fields that Slurm or the platform writes (ids, states, accounts, TRES, times):
+    a user's text can hold the separator and newlines (see the module's docstring). A line
+    with another number of fields is refused, never read as a row."""
     rows = []
     for line in text.splitlines():
         if not line.strip():
             continue
         values = line.split("|")
-        rows.append(dict(zip(fields, values, strict=False)))
+        if len(values) != len(fields):
+            raise SlurmOutputError(
+                f"expected {len(fields)} |-separated fields ({','.join(fields)}), got "
+                f"{len(values)}: {line[:200]!r}"
+            )
+        rows.append(dict(zip(fields, values, strict=True)))
     return rows
+
+
+def json_output(command: Sequence[str]) -> dict[str, Any]:
+    """`command --json`: Slurm's own JSON, in which every string is escaped."""
+    text = run([*command, "--json"]).stdout
+    try:
+        # strict=False: a raw control character inside a string is read, not refused.
+        data = json.loads(text, strict=False)
+    except ValueError as error:
+        raise SlurmOutputError(f"{command[0]} --json: {error}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("jobs", []), list):
+        raise SlurmOutputError(f"{command[0]} --json: no list of jobs")
+    return data
+
+
+@dataclass(frozen=True)
+class JobText:
+    """What a job's submitter wrote freely, read from JSON and never out of delimited text."""
+
+    name: str
+    workdir: str
+
+
+def sacct_job_texts(*args: str) -> dict[str, JobText]:
+    """Each job's name and working directory from `sacct --json` (same filters as `args`),
+    keyed by the raw job id; for a job that ran several times, those of its first run."""
+    texts: dict[str, JobText] = {}
+    for job in json_output(["sacct", *args]).get("jobs", []):
+        if isinstance(job, dict) and job.get("job_id") is not None:
+            texts.setdefault(
+                str(job["job_id"]),
+                JobText(_string(job.get("name")), _string(job.get("working_directory"))),
+            )
+    return texts
+
+
+def squeue_job_names(*args: str) -> dict[str, str]:
+    """Each job's name from `squeue --json`, keyed by its job id."""
+    return {
+        str(job["job_id"]): _string(job.get("name"))
+        for job in json_output(["squeue", *args]).get("jobs", [])
+        if isinstance(job, dict) and job.get("job_id") is not None
+    }
+
+
+def _string(value: object) -> str:
+    return value if isinstance(value, str) else ""
 
 
 def sacctmgr(*args: str, check: bool = True) -> Result:
@@ -90,12 +161,14 @@ def sacctmgr_rows(entity: str, fields: Sequence[str], *where: str) -> list[dict[
 
 
 def sacct_rows(fields: Sequence[str], *args: str) -> list[dict[str, str]]:
+    """`sacct -P` rows: never ask it for JobName, WorkDir, Comment or other user text."""
     result = run(["sacct", "-n", "-P", "-o", ",".join(fields), *args])
     return parsable_rows(result.stdout, fields)
 
 
 def squeue_rows(fields: dict[str, str], *args: str) -> list[dict[str, str]]:
-    """`fields` maps names to squeue format codes (e.g. {"id": "%i", "state": "%T"})."""
+    """`fields` maps names to squeue format codes (e.g. {"id": "%i", "state": "%T"}); never
+    `%j`, `%Z`, `%k` or other user text (`squeue_job_names` reads names)."""
     result = run(["squeue", "-h", "-o", "|".join(fields.values()), *args])
     return parsable_rows(result.stdout, list(fields))
 
