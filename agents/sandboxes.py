@@ -2,16 +2,18 @@
 
 `UnixSandboxes` (needs root) creates a Unix user per agent whose home is the sandbox, mode
 0700, so agents cannot read each other's files and their jobs run as themselves. There is no
-local stand-in: isolation is the point, and these machines run as root.
+local stand-in: isolation is the point, and these machines run as root. Files root puts in a
+sandbox go through `cluster.sandbox_files`, which never follows what the agent planted there.
 """
 
 from __future__ import annotations
 
 import os
 import pwd
-import shutil
 import subprocess
 from pathlib import Path
+
+from cluster.sandbox_files import locate, user_ids, write_file
 
 
 class SandboxError(RuntimeError):
@@ -45,25 +47,22 @@ class UnixSandboxes:
                 ]
             )
         home.mkdir(exist_ok=True)
-        shutil.chown(home, user=user, group=user)
-        home.chmod(0o700)
+        # A re-provisioned agent's home is its own folder from before: changed through a
+        # descriptor opened without following a link, never by name.
+        folder = os.open(home, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            os.fchown(folder, *user_ids(user))
+            os.fchmod(folder, 0o700)
+        finally:
+            os.close(folder)
         return home
 
     def write_private(self, user: str, path: Path, content: str, *, mode: int = 0o600) -> None:
         """Write a file only `user` can read (0600, or 0700 for a program), creating its
-        folders (0700)."""
-        for folder in reversed([path.parent, *path.parent.parents]):
-            if folder in self.root.parents or folder == self.root or folder.exists():
-                continue
-            folder.mkdir()
-            shutil.chown(folder, user=user, group=user)
-            folder.chmod(0o700)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.touch(mode=0o600)
-        tmp.write_text(content)
-        shutil.chown(tmp, user=user, group=user)
-        tmp.chmod(mode)
-        tmp.replace(path)
+        folders (0700). Root writes here into a folder the agent controls, so nothing below
+        the sandboxes' root is followed: a link the agent planted at the name, at a temporary
+        name or at a folder is replaced or refused, never written through (UnsafePath)."""
+        write_file(locate(self.root, path), content, user=user, mode=mode)
 
     def lock(self, user: str) -> None:
         """The user can no longer log in or run anything new; its files stay for the audit."""

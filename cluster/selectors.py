@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -9,6 +10,7 @@ from django.db.models import Sum
 from cluster.backends import cluster_backend
 from cluster.backends.base import ClusterBackend
 from cluster.models import ClusterAccount, GpuLedger, Job
+from cluster.sandbox_files import SandboxPath, UnsafePath, locate, read_tail
 
 
 @dataclass(frozen=True)
@@ -58,13 +60,28 @@ def job_result(job: Job, *, backend: ClusterBackend | None = None) -> Any:
 
 
 def job_output(job: Job, *, tail_bytes: int = 64 * 1024) -> str:
-    """The end of the job's output (stdout and stderr together), "" if there is none yet."""
+    """The end of the job's output (stdout and stderr together), "" if there is none yet.
+
+    The file sits in a folder the job's owner controls: it is read without following a link
+    anywhere below the account's sandbox (or, for a job without one, below its workdir), only
+    if it is a regular file, and never more than `tail_bytes`. Anything else is answered with
+    the reason in words, so a planted link to another sandbox, `/dev/zero` or a FIFO shows
+    nothing and holds nobody up."""
     if not job.stdout_path:
         return ""
-    path = Path(job.stdout_path)
     try:
-        with path.open("rb") as output:
-            output.seek(max(0, path.stat().st_size - tail_bytes))
-            return output.read().decode("utf-8", "replace")
+        output = read_tail(job_output_file(job), max_bytes=tail_bytes)
+        return output.decode("utf-8", "replace")
     except FileNotFoundError:
         return ""
+    except OSError as refused:  # UnsafePath, or a folder on the way that is not one
+        return f"[the output is not shown: {refused}]"
+
+
+def job_output_file(job: Job) -> SandboxPath:
+    """The output file below where the job's owner's control begins: the account's sandbox,
+    or for a job without one (the platform's own), its working directory."""
+    if job.account.storage_path:
+        with contextlib.suppress(UnsafePath):  # not in the sandbox: a platform job's
+            return locate(Path(job.account.storage_path), job.stdout_path)
+    return locate(Path(job.workdir), job.stdout_path)

@@ -3,8 +3,8 @@ syncing the scheduler's accounting into job rows and the GPU ledger, storage quo
 
 from __future__ import annotations
 
+import contextlib
 import logging
-import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -27,6 +27,7 @@ from cluster.backends.base import (
 )
 from cluster.models import ClusterAccount, GpuLedger, Job, JobSegment
 from cluster.reasons import pending_reason, submit_error
+from cluster.sandbox_files import UnsafePath, disk_usage
 
 log = logging.getLogger(__name__)
 
@@ -443,18 +444,10 @@ def storage_measure_all(*, backend: ClusterBackend | None = None) -> list[Storag
 
 
 def disk_usage_bytes(path: Path) -> int:
-    """Bytes allocated on disk under `path` (like `du -s`), hard links counted once."""
-    total = 0
-    seen: set[tuple[int, int]] = set()
-    for root, dirs, files in os.walk(path, followlinks=False):
-        for name in [*dirs, *files]:
-            try:
-                info = os.lstat(os.path.join(root, name))
-            except FileNotFoundError:
-                continue
-            key = (info.st_dev, info.st_ino)
-            if key in seen:
-                continue
-            seen.add(key)
-            total += info.st_blocks * 512
-    return total
+    """Bytes allocated on disk under `path` (like `du -s`): blocks, so a sparse file counts
+    what it uses; hard links once; links never followed; any depth (see `sandbox_files`).
+    A folder the agent moves while it is measured stops that walk; it is measured again."""
+    for _ in range(2):
+        with contextlib.suppress(UnsafePath):
+            return disk_usage(path)
+    return disk_usage(path)
