@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import re
 import secrets
+import stat
 from dataclasses import dataclass
 from decimal import ROUND_UP, Decimal
 from pathlib import Path
@@ -23,6 +25,14 @@ from arena.competition.models import Phase
 from arena.competition.selectors import phase_account_limits, phase_current, phase_running
 from cluster.backends.base import AccountLimits, ClusterBackend
 from cluster.models import ClusterAccount, Job
+from cluster.sandbox_files import (
+    SandboxPath,
+    UnsafePath,
+    file_sha256,
+    kind_of,
+    locate,
+    tree_sha256,
+)
 from cluster.services import account_close, account_ensure, cluster_sync
 
 log = logging.getLogger(__name__)
@@ -205,33 +215,38 @@ class RegistrationRefused(ValueError):
     """Bad input for a data or checkpoint registration, said so the agent can fix it."""
 
 
-def sandbox_path(agent: Agent, path: str) -> Path:
-    """`path` (absolute, or relative to the sandbox) resolved, and refused outside the sandbox."""
-    sandbox = Path(agent.sandbox).resolve()
-    resolved = (sandbox / path).resolve()
-    if resolved != sandbox and sandbox not in resolved.parents:
-        raise RegistrationRefused(f"{resolved} is outside your sandbox")
-    if not resolved.exists():
-        raise RegistrationRefused(f"{resolved} does not exist")
-    return resolved
+MAX_DATA_FOLDER_ENTRIES = 100_000
 
 
-def content_sha256(path: Path) -> str:
-    """The file's sha256, or for a folder the sha256 of its files' relative paths and hashes."""
-    if path.is_file():
-        return _file_sha256(path)
-    digest = hashlib.sha256()
-    for file in sorted(p for p in path.rglob("*") if p.is_file()):
-        digest.update(f"{file.relative_to(path)}\0{_file_sha256(file)}\n".encode())
-    return digest.hexdigest()
+def sandbox_path(agent: Agent, path: str) -> SandboxPath:
+    """`path` (absolute, or relative to the sandbox) below the sandbox, judged by its text:
+    `..` is taken lexically and no link on the way is followed. A path through a link, or to
+    anything but a file or a folder, is refused rather than resolved somewhere else."""
+    try:
+        where = locate(Path(agent.sandbox), path)
+    except UnsafePath:
+        raise RegistrationRefused(
+            f"{os.path.normpath(Path(agent.sandbox) / path)} is outside your sandbox"
+        ) from None
+    try:
+        info = where.stat()
+    except FileNotFoundError:
+        raise RegistrationRefused(f"{where} does not exist") from None
+    except OSError as refused:  # a link or a file where a folder should be, on the way
+        raise RegistrationRefused(str(refused)) from None
+    if not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)):
+        raise RegistrationRefused(
+            f"{where} is {kind_of(info.st_mode)}; register the file or folder itself"
+        )
+    return where
 
 
-def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as data:
-        for block in iter(lambda: data.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+def content_sha256(where: SandboxPath) -> str:
+    """The file's sha256, or for a folder the sha256 of its files' relative paths and hashes.
+    Raises UnsafePath for a link or a special file inside, or a hard link to another's file."""
+    if stat.S_ISREG(where.stat().st_mode):
+        return file_sha256(where)
+    return tree_sha256(where, max_entries=MAX_DATA_FOLDER_ENTRIES)
 
 
 def data_register(
@@ -244,15 +259,19 @@ def data_register(
     licence: str,
     reason: str,
 ) -> DataRecord:
-    resolved = sandbox_path(agent, path)
+    where = sandbox_path(agent, path)
     if rows < 0 or tokens < 0:
         raise RegistrationRefused("rows and tokens cannot be negative")
     if not sources or not all(isinstance(s, str) and s.strip() for s in sources):
         raise RegistrationRefused("name at least one source (a data set id or URL)")
     if not licence.strip() or not reason.strip():
         raise RegistrationRefused("a licence and the reason for using this data are required")
+    try:
+        sha256 = content_sha256(where)
+    except OSError as refused:
+        raise RegistrationRefused(f"{refused}; register regular files only") from None
     return DataRecord.objects.create(
-        agent=agent, path=str(resolved), sha256=content_sha256(resolved), rows=rows, tokens=tokens,
+        agent=agent, path=str(where), sha256=sha256, rows=rows, tokens=tokens,
         sources=[s.strip() for s in sources], licence=licence.strip(), reason=reason.strip(),
     )  # fmt: skip
 
@@ -267,7 +286,7 @@ def checkpoint_register(
     backend: ClusterBackend | None = None,
 ) -> Checkpoint:
     """Validate a checkpoint and record it with its job, data and parent — all or nothing."""
-    resolved = sandbox_path(agent, path)
+    where = sandbox_path(agent, path)
     cluster_sync(account_names=[agent.cluster_account], backend=backend)
     job = Job.objects.filter(account__name=agent.cluster_account, scheduler_id=job_id).first()
     if job is None:
@@ -286,15 +305,17 @@ def checkpoint_register(
         if parent is None:
             raise RegistrationRefused(f"checkpoint {parent_id} is not one of yours")
     try:
-        facts = inspect_checkpoint(resolved)
+        facts = inspect_checkpoint(where)
     except CheckpointInvalid as invalid:
         raise RegistrationRefused(f"not a usable checkpoint: {invalid}") from None
-    weights = hashlib.sha256(
-        "".join(_file_sha256(resolved / name) for name in facts.weight_files).encode()
-    ).hexdigest()
+    try:
+        hashes = "".join(file_sha256(where / name) for name in facts.weight_files)
+    except OSError as refused:  # swapped for a link since it was inspected, say
+        raise RegistrationRefused(f"not a usable checkpoint: {refused}") from None
+    weights = hashlib.sha256(hashes.encode()).hexdigest()
     with transaction.atomic():
         checkpoint = Checkpoint.objects.create(
-            agent=agent, path=str(resolved), job=job, parent=parent, architecture=facts.architecture,
+            agent=agent, path=str(where), job=job, parent=parent, architecture=facts.architecture,
             parameters=facts.parameters, end_of_turn_token=facts.end_of_turn_token, weights_sha256=weights,
         )  # fmt: skip
         checkpoint.data_records.set(records)
