@@ -189,9 +189,13 @@ AGENTS_DEFAULT_MAX_JOB_HOURS = env_int("AGENTS_DEFAULT_MAX_JOB_HOURS", 24, minim
 AGENTS_DEFAULT_STORAGE_GIB = env_int("AGENTS_DEFAULT_STORAGE_GIB", 400, minimum=1)
 AGENTS_DEFAULT_API_CREDIT_USD = env_float("AGENTS_DEFAULT_API_CREDIT_USD", 300.0, minimum=0.0)
 AGENTS_DEFAULT_PERIOD = env_str("AGENTS_DEFAULT_PERIOD", "phase-1")
-# The Python agents' training jobs run: the cluster's shared software environment (built by
-# infra/training_env/setup.sh, readable by every agent's Unix user).
-AGENTS_TRAIN_PYTHON = env_str("AGENTS_TRAIN_PYTHON", "/opt/rsi-arena/train-env/bin/python")
+# The cluster's shared software environment agents' jobs run (built by
+# infra/training_env/setup.sh from an interpreter every agent's Unix user can execute).
+AGENTS_TRAIN_ENV = Path(env_str("AGENTS_TRAIN_ENV", "/opt/rsi-arena/train-env"))
+AGENTS_TRAIN_PYTHON = AGENTS_TRAIN_ENV / "bin" / "python"
+# Models every agent may read (the base model of the competition): published here by the
+# platform, world-readable, owned by root, outside any sandbox and outside the platform's var/.
+AGENTS_SHARED_MODELS_DIR = Path(env_str("AGENTS_SHARED_MODELS_DIR", "/srv/rsi-arena/models"))
 # The LLM judge the safety audit asks about agents' trajectories (through the API proxy by
 # default); no model named: no judge.
 SAFETY_JUDGE_MODEL = env_str("SAFETY_JUDGE_MODEL", "")

@@ -11,9 +11,10 @@ waiting for the calendar.
 
 from __future__ import annotations
 
+import os
+import pwd
 import shutil
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -28,9 +29,11 @@ from agents.models import Agent, Nomination
 from agents.reference.install import reference_agent_install
 from agents.sandboxes import UnixSandboxes
 from agents.services import agent_deprovision, agent_provision
+from arena.battles.models import Answer
 from arena.competition.models import Competition, Phase
 from arena.leaderboard.models import RatingSnapshot
 from arena.leaderboard.selectors import snapshot_latest
+from arena.phases.models import PhaseContestant
 from arena.phases.services import (
     REFERENCE_NAMES,
     competition_plan,
@@ -38,6 +41,8 @@ from arena.phases.services import (
     phases_tick,
 )
 from arena.phases.serving import ArenaServers
+from cluster.backends import cluster_backend
+from cluster.backends.local import LocalBackend
 from evalsuite.models import BenchmarkResult, EvalRun
 from evalsuite.selectors import phase_report
 from evalsuite.services import evaluations_collect
@@ -69,6 +74,73 @@ class StageClock:
     def finish(self) -> None:
         self.stage("(end)")
         self._current = None
+
+
+@dataclass
+class DemoOutcome:
+    """What worked and what did not, for the last screen and the exit code: the demo checks
+    its own result instead of printing a table of n/a and calling it a success."""
+
+    worked: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+
+    def check(self, ok: bool, worked: str, failed: str) -> bool:
+        (self.worked if ok else self.failed).append(worked if ok else failed)
+        return ok
+
+    def lines(self) -> list[str]:
+        return [f"  ok    {line}" for line in self.worked] + [
+            f"  FAIL  {line}" for line in self.failed
+        ]
+
+    def reason(self) -> str:
+        """One line: why the demo did not work."""
+        more = (
+            f" (and {len(self.failed) - 1} more problem(s) above)" if len(self.failed) > 1 else ""
+        )
+        return f"the demo did not work: {self.failed[0]}{more}"
+
+
+# --- the agents' software and the shared base model -------------------------------------------
+TRAINING_ENV_SETUP = Path(__file__).resolve().parents[1] / "infra" / "training_env" / "setup.sh"
+
+
+def training_environment_ensure(say: Say) -> Path:
+    """The environment agents' jobs run (AGENTS_TRAIN_ENV), built if missing from an
+    interpreter every agent's Unix user can execute; returns its python."""
+    target = settings.AGENTS_TRAIN_ENV
+    process = subprocess.Popen(
+        ["bash", str(TRAINING_ENV_SETUP)],
+        env={**os.environ, "TRAIN_ENV": str(target)},
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    assert process.stdout is not None
+    for line in process.stdout:
+        if "is ignored: it is neither a file nor a directory" not in line:
+            say(line.rstrip())
+    if process.wait() != 0:
+        raise RuntimeError(f"the training environment at {target} could not be built (see above)")
+    return settings.AGENTS_TRAIN_PYTHON
+
+
+def base_model_share(base: Path) -> Path:
+    """Publish the base model where every agent may read it and none may change it: a copy
+    owned by root under AGENTS_SHARED_MODELS_DIR (the platform's own var/ stays private)."""
+    shared_root = settings.AGENTS_SHARED_MODELS_DIR
+    target = shared_root / base.name
+    staging = shared_root / f".{base.name}.new"
+    shared_root.mkdir(parents=True, exist_ok=True)
+    shared_root.chmod(0o755)
+    if staging.exists():
+        shutil.rmtree(staging)
+    shutil.copytree(base, staging, symlinks=False)
+    for path in [staging, *staging.rglob("*")]:
+        os.chown(path, 0, 0, follow_symlinks=False)
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    if target.exists():
+        shutil.rmtree(target)
+    staging.rename(target)
+    return target
 
 
 def competition_start(base: Path, instruct: Path) -> Competition:
@@ -112,18 +184,17 @@ def agents_run(
     recipes: dict[str, str] = DEMO_AGENTS,
     extra: tuple[str, ...] = (),
 ) -> dict[str, int]:
-    """Run every agent's reference script for `phase` at once, as its own Unix user; their
-    output is shown prefixed by their name. Returns each agent's exit code."""
-    python = settings.AGENTS_TRAIN_PYTHON
-    if settings.CLUSTER_BACKEND == "local" and not Path(python).exists():
-        python = sys.executable  # local jobs run as the platform's user, who can run it
+    """Run every agent's reference script for `phase` at once, as its own Unix user, with the
+    training environment's interpreter (which every agent's user can run); their output is
+    shown prefixed by their name. Returns each agent's exit code."""
+    python = str(settings.AGENTS_TRAIN_PYTHON)
     processes = {}
     for number, agent in enumerate(agents):
         home = agent.sandbox
         command = [
             "runuser", "-u", agent.unix_user, "--", "env", f"HOME={home}",
             f"ARENA_TRAIN_PYTHON={python}", f"PYTHONPATH={home}/reference-agent",
-            "/usr/bin/python3", "-m", "agents.reference", f"phase{phase}",
+            python, "-m", "agents.reference", f"phase{phase}",
             "--recipe", recipes[agent.name],
             *(["--base-model", str(base)] if phase == 1 else []),
             # Each agent its own seed: same recipe, same seed would mean the same data and
@@ -197,7 +268,20 @@ def leaderboard_lines(label: str) -> list[str]:
     return lines
 
 
-def agent_changes(agents: list[Agent]) -> list[str]:
+@dataclass(frozen=True)
+class AgentChange:
+    agent: str
+    phase_1: float | None
+    phase_2: float | None
+    lead_1: float | None
+    lead_2: float | None
+
+    @property
+    def change(self) -> float | None:
+        return None if self.lead_1 is None or self.lead_2 is None else self.lead_2 - self.lead_1
+
+
+def agent_changes(agents: list[Agent]) -> list[AgentChange]:
     """Each agent's score in phase 1 and phase 2 (style-controlled when available), and the
     change of its lead over the instruct reference, which fought in both phases: each phase's
     scores are centred on that phase's own field, so the lead is the comparable number."""
@@ -210,18 +294,44 @@ def agent_changes(agents: list[Agent]) -> list[str]:
         return {row["model"]: row["score"] for row in table["scores"]}
 
     first, second = scores("phase-1"), scores("phase-2")
-    lines = [f"  {'agent':<9} {'phase-1':>8} {'phase-2':>8}   lead over instruct: 1 -> 2"]
+    rows = []
     for agent in agents:
         before = first.get(f"{agent.name}-phase-1")
         after = second.get(f"{agent.name}-phase-2")
-        lead_1 = _lead(before, first.get(REFERENCE_NAMES["instruct"]))
-        lead_2 = _lead(after, second.get(REFERENCE_NAMES["instruct"]))
-        change = f"{lead_2 - lead_1:+.1f}" if lead_1 is not None and lead_2 is not None else "n/a"
+        rows.append(
+            AgentChange(
+                agent=agent.name,
+                phase_1=before,
+                phase_2=after,
+                lead_1=_lead(before, first.get(REFERENCE_NAMES["instruct"])),
+                lead_2=_lead(after, second.get(REFERENCE_NAMES["instruct"])),
+            )
+        )
+    return rows
+
+
+def agent_change_lines(rows: list[AgentChange]) -> list[str]:
+    lines = [f"  {'agent':<9} {'phase-1':>8} {'phase-2':>8}   lead over instruct: 1 -> 2"]
+    for row in rows:
+        change = "n/a" if row.change is None else f"{row.change:+.1f}"
         lines.append(
-            f"  {agent.name:<9} {_fmt(before)} {_fmt(after)}   {_fmt(lead_1)} -> {_fmt(lead_2)}"
-            f"  (change {change})"
+            f"  {row.agent:<9} {_fmt(row.phase_1)} {_fmt(row.phase_2)}   {_fmt(row.lead_1)} ->"
+            f" {_fmt(row.lead_2)}  (change {change})"
         )
     return lines
+
+
+def contestants_silent(phase: Phase) -> list[str]:
+    """The phase's served contestants that never gave a whole answer in one of its battles."""
+    served = PhaseContestant.objects.filter(phase=phase).select_related("contestant")
+    silent = []
+    for entry in served:
+        answered = Answer.objects.filter(
+            contestant=entry.contestant, battle__phase=phase.label, error=""
+        ).exclude(finish_reason="")
+        if not answered.exists():
+            silent.append(entry.contestant.display_name)
+    return sorted(silent)
 
 
 def _lead(score: float | None, reference: float | None) -> float | None:
@@ -250,6 +360,51 @@ def serve(servers: ArenaServers, say: Say) -> None:
         say(f"serving {name}")
 
 
+# --- stopping ----------------------------------------------------------------------------------
+def cluster_jobs_cancel(say: Say) -> None:
+    """Cancel every job still pending or running on the demo's local cluster (training and
+    evaluation alike: all of them are this run's, whose job folder starts empty) and wait for
+    their processes to end."""
+    backend = cluster_backend()
+    if isinstance(backend, LocalBackend):
+        cancelled = backend.cancel_everything()
+        if cancelled:
+            say(f"cancelled {len(cancelled)} cluster job(s): {', '.join(cancelled)}")
+
+
+def agent_processes_end(agents: list[Agent]) -> None:
+    """Whatever an agent's user still runs (a job child that left its process group, say)."""
+    for agent in agents:
+        subprocess.run(["pkill", "-KILL", "-u", agent.unix_user], check=False)
+
+
+def leftovers(agents: list[Agent]) -> list[str]:
+    """Processes the demo started that are still running: its agents' and its jobs'."""
+    found = []
+    uids = {}
+    for agent in agents:
+        try:
+            uids[pwd.getpwnam(agent.unix_user).pw_uid] = agent.unix_user
+        except KeyError:
+            continue
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            uid = entry.stat().st_uid
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        if uid in uids and stat[stat.rindex(")") + 2] != "Z":
+            found.append(
+                f"{uids[uid]}: pid {entry.name} {stat[stat.index('(') : stat.rindex(')') + 1]}"
+            )
+    backend = cluster_backend()
+    if isinstance(backend, LocalBackend):
+        found.extend(f"cluster job {job} still running" for job in backend.running_jobs())
+    return found
+
+
 # --- benchmarks and audits -------------------------------------------------------------------
 DEMO_EVAL_MAX_TOKENS = 48  # tiny models on a CPU: short answers keep the suite to seconds
 
@@ -270,6 +425,15 @@ def evaluations_wait(say: Say, *, timeout_s: float = 900) -> None:
         if pending == 0 or time.monotonic() > deadline:
             return
         time.sleep(5)
+
+
+def evaluations_unfinished(phase: Phase) -> list[str]:
+    """The phase's evaluation runs that failed or never finished, with why."""
+    runs = EvalRun.objects.filter(phase=phase).exclude(state=EvalRun.State.DONE)
+    return [
+        f"{run.model_label}: {run.state}{f' ({run.error[:120]})' if run.error else ''}"
+        for run in runs.order_by("model_label")
+    ]
 
 
 def benchmark_lines(phase: Phase) -> list[str]:

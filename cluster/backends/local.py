@@ -200,6 +200,12 @@ class LocalBackend(ClusterBackend):
                 self._signal(folder, signal.SIGKILL)
         return [m["id"] for m in live]
 
+    def running_jobs(self) -> list[str]:
+        """The jobs some of whose processes are still alive, whatever their recorded state."""
+        return [
+            m["id"] for m in self._jobs() if self._job_processes_alive(self.root / "jobs" / m["id"])
+        ]
+
     def _signal(self, folder: Path, signum: int) -> None:
         """Signal the job (its own process group, led by `timeout`) and the wrapper around it:
         the wrapper alone would die and leave the job running."""

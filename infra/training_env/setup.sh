@@ -1,33 +1,65 @@
 #!/usr/bin/env bash
 # The shared training environment, as a cluster provides software: a venv that every agent's
-# jobs can run (world-readable, built from Debian's /usr/bin/python3, nothing under /root).
+# jobs can run (world-readable, built from an interpreter every Unix user may execute).
 #
 #   sudo infra/training_env/setup.sh            -> /opt/rsi-arena/train-env
 #   TRAIN_ENV=/some/dir infra/training_env/setup.sh
+#   BASE_PYTHON=/usr/local/bin/python3.11 infra/training_env/setup.sh
 #
-# torch is installed first, from the CPU wheel on disk, then the post-training stack, all pinned
-# by the project's constraints.txt (a looser torch would pull a multi-GB CUDA build). Idempotent:
-# a stamp file holds the hash of the constraints and package list it was built with, and a run
-# with the same hash only checks that the interpreter imports the stack (about a second).
+# torch is installed first, from the CPU wheel on disk, then the post-training stack and
+# DeepSpeed, all pinned by the project's constraints.txt (a looser torch would pull a multi-GB
+# CUDA build). Idempotent: a stamp file holds the hash of the constraints and package list it
+# was built with, and a run with the same hash only checks that the stack is there.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 TRAIN_ENV=${TRAIN_ENV:-/opt/rsi-arena/train-env}
 CONSTRAINTS=$REPO/constraints.txt
-BASE_PYTHON=/usr/bin/python3
 TORCH=torch==2.13.0
 PACKAGES=(transformers trl peft accelerate datasets safetensors tokenizers jinja2)
+# DeepSpeed ships only a source archive; its setup.py imports torch, so it builds against the
+# torch installed above (no build isolation) with no ops compiled ahead: DeepSpeed JIT-compiles
+# what a job uses on first use, into the job user's own ~/.cache/torch_extensions.
+DEEPSPEED=(deepspeed hjson ninja py-cpuinfo einops msgpack psutil pydantic wheel)
+MODULES="torch transformers trl peft accelerate datasets safetensors tokenizers jinja2 deepspeed"
 STAMP=$TRAIN_ENV/.arena-stamp
 
 log() { printf '[training-env] %s\n' "$*"; }
-MODULES="torch transformers trl peft accelerate datasets safetensors tokenizers jinja2"
+is_root() { [ "$(id -u)" -eq 0 ]; }
+
+# Every agent's Unix user must be able to execute the interpreter, wherever `python3` happens
+# to live for root (on some machines it is a pyenv shim inside /root, mode 0700). Checked by
+# running it as `nobody`, the least any agent can do.
+runs_for_everyone() {  # runs_for_everyone PYTHON
+  if is_root; then
+    runuser -u nobody -- "$1" -c 'import ensurepip, venv' >/dev/null 2>&1
+  else
+    "$1" -c 'import ensurepip, venv' >/dev/null 2>&1
+  fi
+}
+pick_base_python() {
+  local candidate
+  for candidate in ${BASE_PYTHON:-} /usr/bin/python3.11 /usr/bin/python3; do
+    [ -x "$candidate" ] && runs_for_everyone "$candidate" && { echo "$candidate"; return 0; }
+  done
+  return 1
+}
+if ! BASE=$(pick_base_python); then
+  is_root || { log "no Python that every user can run: apt-get install python3 python3-venv (as root)"; exit 1; }
+  log "installing Debian's python3 and python3-venv (an interpreter every agent's user can run)"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3 python3-venv python3-dev >/dev/null
+  BASE=$(pick_base_python) || { log "Debian's python3 is installed but not runnable by other users"; exit 1; }
+fi
+
 installed() {  # every module is there (found, not imported: that takes seconds)
   "$TRAIN_ENV/bin/python" -c 'import importlib.util, sys; sys.exit(any(importlib.util.find_spec(m) is None for m in sys.argv[1:]))' \
     $MODULES >/dev/null 2>&1
 }
-imports_ok() {
-  "$TRAIN_ENV/bin/python" -c "import ${MODULES// /, }" >/dev/null 2>&1
+imports_for_everyone() {  # the whole stack imports, as an unprivileged user would run it
+  local check=("$TRAIN_ENV/bin/python" -c "import ${MODULES// /, }")
+  if is_root; then (cd / && runuser -u nobody -- env HOME=/nonexistent "${check[@]}") >/dev/null 2>&1; else "${check[@]}" >/dev/null 2>&1; fi
 }
 # pip.conf here names extra index folders that may not exist; pip warns once per package.
 quiet_pip() {
@@ -36,7 +68,7 @@ quiet_pip() {
 }
 
 wanted=$(
-  { cat "$CONSTRAINTS"; echo "$TORCH"; printf '%s\n' "${PACKAGES[@]}"; "$BASE_PYTHON" --version; } \
+  { cat "$CONSTRAINTS"; echo "$TORCH"; printf '%s\n' "${PACKAGES[@]}" "${DEEPSPEED[@]}"; "$BASE" --version; echo "$BASE"; } \
     | sha256sum | cut -d' ' -f1
 )
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$wanted" ] && installed; then
@@ -44,23 +76,23 @@ if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$wanted" ] && installed; then
   exit 0
 fi
 
-if ! "$BASE_PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1; then
-  [ "$(id -u)" -eq 0 ] || { log "python3-venv is missing: apt-get install python3-venv (as root)"; exit 1; }
-  log "installing python3-venv"
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-venv >/dev/null
-fi
-
 umask 022  # every agent's job must read and run it
 mkdir -p "$(dirname "$TRAIN_ENV")"
 rm -f "$STAMP"
-[ -x "$TRAIN_ENV/bin/python" ] || { log "creating $TRAIN_ENV from $BASE_PYTHON"; "$BASE_PYTHON" -m venv "$TRAIN_ENV"; }
+if [ -x "$TRAIN_ENV/bin/python" ] && ! runs_for_everyone "$TRAIN_ENV/bin/python"; then
+  log "$TRAIN_ENV was built from an interpreter other users cannot run: rebuilding it"
+  rm -rf "$TRAIN_ENV"
+fi
+[ -x "$TRAIN_ENV/bin/python" ] || { log "creating $TRAIN_ENV from $BASE"; "$BASE" -m venv "$TRAIN_ENV"; }
 log "installing $TORCH"
 quiet_pip "$TORCH"
 log "installing ${PACKAGES[*]}"
 quiet_pip "${PACKAGES[@]}"
+log "installing DeepSpeed (built from its source archive against this torch)"
+quiet_pip "${DEEPSPEED[@]:1}"
+DS_BUILD_OPS=0 quiet_pip --no-build-isolation "${DEEPSPEED[0]}"
 chmod -R a+rX "$TRAIN_ENV"
-imports_ok || { log "the environment does not import its packages"; exit 1; }
+imports_for_everyone || { log "the environment does not import its packages as an unprivileged user"; exit 1; }
 echo "$wanted" > "$STAMP"
 chmod 644 "$STAMP"
-log "ready: $TRAIN_ENV ($("$TRAIN_ENV/bin/python" -c 'import torch, transformers, trl, peft; print(f"torch {torch.__version__}, transformers {transformers.__version__}, trl {trl.__version__}, peft {peft.__version__}")'))"
+log "ready: $TRAIN_ENV ($("$TRAIN_ENV/bin/python" -c 'import torch, transformers, trl, peft, deepspeed; print(f"torch {torch.__version__}, transformers {transformers.__version__}, trl {trl.__version__}, peft {peft.__version__}, deepspeed {deepspeed.__version__}")' 2>/dev/null | tail -n 1))"

@@ -15,6 +15,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections
 
+from agents.models import Agent
 from arena.battles.selectors import default_prompts
 from arena.battles.services import prompts_load
 from arena.competition.models import Competition
@@ -22,22 +23,31 @@ from arena.leaderboard.services import phase_leaderboard_fit
 from arena.phases.serving import ArenaServers
 from frontend.competition_demo import (
     COMPETITION,
+    DemoOutcome,
     StageClock,
+    agent_change_lines,
     agent_changes,
+    agent_processes_end,
     agents_provision,
     agents_run,
     arena_close_now,
     audit_lines,
+    base_model_share,
     benchmark_lines,
+    cluster_jobs_cancel,
     competition_start,
+    contestants_silent,
     crowd_vote,
     evaluations_start,
+    evaluations_unfinished,
     evaluations_wait,
     leaderboard_lines,
+    leftovers,
     nominations_of,
     phase_end_now,
     serve,
     tick,
+    training_environment_ensure,
 )
 from infra.tiny_models import build_tiny_models
 
@@ -70,6 +80,7 @@ class Command(BaseCommand):
         if os.geteuid() != 0:
             raise CommandError("the demo provisions agents as Unix users: run it as root")
         clock = StageClock()
+        outcome = DemoOutcome()
         say = self._say
         clock.stage("database")
         self._step("database")
@@ -80,12 +91,22 @@ class Command(BaseCommand):
         clock.stage("tiny models")
         self._step(f"tiny models in {settings.ARENA_MODELS_DIR}")
         build_tiny_models(settings.ARENA_MODELS_DIR, log=lambda line: say(f"    {line}"))
-        base = settings.ARENA_MODELS_DIR / "base"
         instruct = settings.ARENA_MODELS_DIR / "instruct"
+
+        clock.stage("training environment")
+        self._step(f"the agents' training environment in {settings.AGENTS_TRAIN_ENV}")
+        try:
+            training_environment_ensure(say)
+        except RuntimeError as failed:
+            raise CommandError(str(failed)) from None
+        base = base_model_share(settings.ARENA_MODELS_DIR / "base")
+        say(f"the base model every agent reads: {base}")
 
         site: subprocess.Popen[bytes] | None = None
         servers = ArenaServers()
+        agents: list[Agent] = []
         stop = threading.Event()
+        interrupted = False
         signal.signal(signal.SIGTERM, _interrupt)  # stop like Ctrl-C, whatever step it is in
         url = f"http://{host}:{port}"
         try:
@@ -108,10 +129,19 @@ class Command(BaseCommand):
                     f"{phase.label}: the agents train ({'SFT/LoRA' if number == 1 else 'with their votes'})"
                 )
                 codes = agents_run(agents, number, say, base=base)
-                failed = [name for name, code in codes.items() if code != 0]
-                if failed:
-                    say(f"these agents stopped with an error: {', '.join(failed)}")
-                say(f"nominated: {', '.join(nominations_of(phase)) or 'nobody'}")
+                nominated = nominations_of(phase)
+                for name, code in codes.items():
+                    outcome.check(
+                        code == 0,
+                        f"{name} ran {phase.label} to the end",
+                        f"{name} stopped with an error in {phase.label} (exit code {code})",
+                    )
+                    outcome.check(
+                        name in nominated,
+                        f"{name} nominated a checkpoint for {phase.label}",
+                        f"{name} nominated nothing for {phase.label}",
+                    )
+                say(f"nominated: {', '.join(nominated) or 'nobody'}")
 
                 clock.stage(f"{phase.label} freeze and serving")
                 self._step(f"{phase.label}: freeze, and serve the nominated models")
@@ -133,6 +163,12 @@ class Command(BaseCommand):
                         f"{phase.label}: the arena is open at {url}/ — vote, then press Enter"
                     )
                     input()
+                silent = contestants_silent(phase)
+                outcome.check(
+                    not silent,
+                    f"every model served in {phase.label} answered in the arena",
+                    f"served in {phase.label} but never answered: {', '.join(silent)}",
+                )
                 if number == 1:
                     arena_close_now(competition, phase)  # phase 2 starts: feedback goes out
                     tick(say)
@@ -148,18 +184,34 @@ class Command(BaseCommand):
             for phase in (phase_1, phase_2):
                 for line in benchmark_lines(phase):
                     say(line)
+                unfinished = evaluations_unfinished(phase)
+                outcome.check(
+                    not unfinished,
+                    f"every served model of {phase.label} was evaluated",
+                    f"{phase.label} evaluations that did not finish: {'; '.join(unfinished)}",
+                )
             for line in audit_lines(None, say):
                 say(line)
 
             clock.stage("final report")
             self._step("the final leaderboard and each agent's change")
-            for line in agent_changes(agents):
+            changes = agent_changes(agents)
+            for line in agent_change_lines(changes):
                 say(line)
+            for row in changes:
+                outcome.check(
+                    row.change is not None,
+                    f"{row.agent} has a score in both phases and a change",
+                    f"{row.agent} has no number in the final table"
+                    f" (phase-1 {_number(row.phase_1)}, phase-2 {_number(row.phase_2)},"
+                    f" change {_number(row.change)})",
+                )
             clock.finish()
             self._step("wall time by stage")
             for name, seconds in clock.stages:
                 say(f"  {name:<28} {seconds:6.0f} s")
             say(f"  {'total':<28} {sum(s for _, s in clock.stages):6.0f} s")
+            self._verdict(outcome)
             if options["exit"]:
                 return
             self.stdout.write(
@@ -172,7 +224,7 @@ class Command(BaseCommand):
                 if site.poll() is not None:
                     raise CommandError(f"the site exited with code {site.returncode}")
         except KeyboardInterrupt:
-            pass
+            interrupted = True
         finally:
             self.stdout.write("\nstopping…")
             if site is not None and site.poll() is None:
@@ -182,7 +234,37 @@ class Command(BaseCommand):
                 except subprocess.TimeoutExpired:
                     os.killpg(site.pid, signal.SIGKILL)
             servers.stop()
-            self.stdout.write("stopped cleanly")
+            cluster_jobs_cancel(say)
+            agent_processes_end(agents)
+            left = leftovers(agents)
+            for line in left:
+                self.stderr.write(f"    still running: {line}")
+            self.stdout.write(
+                "stopped cleanly: nothing the demo started is still running"
+                if not left
+                else "stopped, but some of what the demo started is still running (above)"
+            )
+        if interrupted:
+            raise CommandError("interrupted before the end: the demo did not finish")
+        if outcome.failed:
+            raise CommandError(outcome.reason())
+        if left:
+            raise CommandError(f"the demo left {len(left)} process(es) running")
+
+    def _verdict(self, outcome: DemoOutcome) -> None:
+        self._step("what worked and what did not")
+        for line in outcome.lines():
+            self.stdout.write(
+                self.style.SUCCESS(line) if line.startswith("  ok") else self.style.ERROR(line)
+            )
+        if outcome.failed:
+            self.stdout.write(self.style.ERROR(f"\n{outcome.reason()}"))
+        else:
+            self.stdout.write(
+                self.style.SUCCESS(
+                    f"\nthe demo worked: {len(outcome.worked)} checks passed, none failed"
+                )
+            )
 
     def _fresh_start(self) -> None:
         """The demo is a whole competition from scratch. On the embedded defaults its SQLite
@@ -215,6 +297,10 @@ class Command(BaseCommand):
     def _say(self, line: str) -> None:
         self.stdout.write(f"    {line}")
         self.stdout.flush()
+
+
+def _number(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1f}"
 
 
 def _interrupt(signum: int, frame: object) -> None:
