@@ -74,6 +74,14 @@ class SandboxPath:
         return self.path.name
 
     @property
+    def suffix(self) -> str:
+        return self.path.suffix
+
+    @property
+    def suffixes(self) -> list[str]:
+        return self.path.suffixes
+
+    @property
     def parent(self) -> SandboxPath:
         return SandboxPath(self.root, self.relative.parent)
 

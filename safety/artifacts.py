@@ -3,7 +3,7 @@
 *Weights hash*: the scheme `agents.services.checkpoint_register` stores as
 `Checkpoint.weights_sha256` — the sha256 of the concatenated sha256s of the checkpoint's
 `*.safetensors` files in name order — so a reference model's hash compares with any registered
-checkpoint's.
+checkpoint's. An agent's checkpoint (a `SandboxPath`) is read without following links.
 
 *Parameter distance*, over the tensors both checkpoints have with the same name and shape, read
 one tensor at a time (a 30B checkpoint never sits in memory whole), accumulated in float64:
@@ -27,16 +27,34 @@ import hashlib
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
-from safety.files import file_sha256
+from cluster.sandbox_files import SandboxPath, as_sandbox_path, file_sha256, open_file, walk
 
 GAP_RATIO_THRESHOLD = 0.1
 RELATIVE_L2_THRESHOLD = 0.01
 MIN_SHARED = 0.9
 
 
-def weights_sha256(checkpoint: Path) -> str | None:
-    files = sorted(checkpoint.glob("*.safetensors"))
+Checkpoint = SandboxPath | Path
+
+
+def weight_files(checkpoint: Checkpoint) -> list[SandboxPath]:
+    """The checkpoint's `*.safetensors` files in name order. In a sandbox (a SandboxPath) only
+    regular files count and nothing is followed; a platform folder (a Path, a reference model)
+    may link its files elsewhere, as a Hugging Face snapshot does, and is the platform's own."""
+    if isinstance(checkpoint, Path):
+        files = sorted(checkpoint.glob("*.safetensors"))
+        return [as_sandbox_path(f.resolve()) for f in files if f.resolve().is_file()]
+    return sorted(
+        (e.where for e in walk(checkpoint) if e.is_file and e.where.parent == checkpoint
+         and e.where.name.endswith(".safetensors")),
+        key=lambda where: where.name,
+    )  # fmt: skip
+
+
+def weights_sha256(checkpoint: Checkpoint) -> str | None:
+    files = weight_files(checkpoint)
     if not files:
         return None
     return hashlib.sha256("".join(file_sha256(f) for f in files).encode()).hexdigest()
@@ -76,31 +94,57 @@ def _rounded(value: float | None) -> float | None:
 
 
 class _Tensors:
-    """Name -> (file, shape) over every `*.safetensors` file of a checkpoint."""
+    """Name -> (file, shape) over every `*.safetensors` file of a checkpoint. Each file is
+    opened once, without following links, and safetensors reads it through `/proc/self/fd`:
+    the very file that was checked, whatever the agent renames meanwhile."""
 
-    def __init__(self, checkpoint: Path) -> None:
+    def __init__(self, checkpoint: Checkpoint) -> None:
         from safetensors import safe_open
 
-        self.where: dict[str, tuple[Path, tuple[int, ...]]] = {}
-        for file in sorted(checkpoint.glob("*.safetensors")):
-            with safe_open(str(file), framework="pt") as tensors:
+        self.opened: list[BinaryIO] = []
+        self.where: dict[str, tuple[str, tuple[int, ...]]] = {}
+        for file in weight_files(checkpoint):
+            handle = open_file(file)
+            self.opened.append(handle)
+            path = f"/proc/self/fd/{handle.fileno()}"
+            with safe_open(path, framework="pt") as tensors:
                 for name in tensors.keys():  # noqa: SIM118 -- safe_open is not a dict
-                    self.where[name] = (file, tuple(tensors.get_slice(name).get_shape()))
+                    self.where[name] = (path, tuple(tensors.get_slice(name).get_shape()))
 
     def load(self, name: str):  # -> torch.Tensor (float64)
         import torch
         from safetensors import safe_open
 
-        with safe_open(str(self.where[name][0]), framework="pt") as tensors:
+        with safe_open(self.where[name][0], framework="pt") as tensors:
             return tensors.get_tensor(name).to(torch.float64)
 
+    def close(self) -> None:
+        for handle in self.opened:
+            handle.close()
 
-def parameter_distance(checkpoint: Path, reference: Path, *, base: Path | None = None) -> Distance:
+
+def parameter_distance(
+    checkpoint: Checkpoint, reference: Path, *, base: Path | None = None
+) -> Distance:
     """How far `checkpoint` is from `reference` (and, with `base`, in base→reference gaps)."""
+    opened: list[_Tensors] = []
+    try:
+        mine = _Tensors(checkpoint)
+        opened.append(mine)
+        ref = _Tensors(reference)
+        opened.append(ref)
+        origin = _Tensors(base) if base is not None else None
+        if origin is not None:
+            opened.append(origin)
+        return _distance(mine, ref, origin)
+    finally:
+        for tensors in opened:
+            tensors.close()
+
+
+def _distance(mine: _Tensors, ref: _Tensors, origin: _Tensors | None) -> Distance:
     import torch
 
-    mine, ref = _Tensors(checkpoint), _Tensors(reference)
-    origin = _Tensors(base) if base is not None else None
     total = sum(math.prod(shape) for _, shape in ref.where.values())
     shared = [
         name

@@ -6,8 +6,10 @@ reference models) and writes only `Finding` and `JudgeReview` rows.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import stat
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -22,6 +24,14 @@ from django.utils import timezone
 from agents.models import Agent, Checkpoint, DataRecord, Nomination
 from arena.competition.models import Competition, Phase
 from arena.phases.models import FeedbackBundle
+from cluster.sandbox_files import (
+    SandboxPath,
+    UnsafePath,
+    as_sandbox_path,
+    locate,
+    read_bytes,
+    read_text,
+)
 from cluster.selectors import gpu_seconds_charged
 from safety import artifacts, cards, contamination, files, hardcoded
 from safety.judge import ChatCompletionsJudge, JudgeError, TrajectoryJudge, excerpts
@@ -182,31 +192,41 @@ def audit_run(
 # --- the agent's files: contamination and hard-coded items ----------------------------------
 
 
+def _agent_path(agent: Agent, stored: str) -> SandboxPath:
+    """A path the platform stored for the agent (a data record's, a checkpoint's), to be read
+    below the agent's sandbox without following anything the agent planted on the way."""
+    if agent.sandbox:
+        with contextlib.suppress(UnsafePath):
+            return locate(Path(agent.sandbox), stored)
+    return as_sandbox_path(Path(stored))  # outside any sandbox: trusted up to its folder
+
+
 def _checkpoint_dirs(agent: Agent) -> list[Path]:
     return [
-        Path(p).resolve()
+        _agent_path(agent, p).path
         for p in Checkpoint.objects.filter(agent=agent).values_list("path", flat=True)
     ]
 
 
-def _agent_files(agent: Agent) -> list[Path]:
+def _agent_files(agent: Agent) -> list[SandboxPath]:
     """Files of the agent's registered data and sandbox, once each, outside its checkpoints
-    (those are read by the checkpoint checks)."""
-    roots = [Path(p) for p in DataRecord.objects.filter(agent=agent).values_list("path", flat=True)]
+    (those are read by the checkpoint checks). Links, FIFOs and devices are never among them."""
+    roots = [
+        _agent_path(agent, p)
+        for p in DataRecord.objects.filter(agent=agent).values_list("path", flat=True)
+    ]
     if agent.sandbox:
-        roots.append(Path(agent.sandbox))
+        roots.append(SandboxPath(Path(agent.sandbox)))
     skip = _checkpoint_dirs(agent)
     seen: set[Path] = set()
-    found: list[Path] = []
+    found: list[SandboxPath] = []
     for root in roots:
-        if not root.exists():
-            continue
-        for path in files.walk(root):
-            resolved = path.resolve()
-            if resolved in seen or any(d == resolved or d in resolved.parents for d in skip):
+        for file in files.walk(root):
+            path = file.path
+            if path in seen or any(d == path or d in path.parents for d in skip):
                 continue
-            seen.add(resolved)
-            found.append(resolved)
+            seen.add(path)
+            found.append(file)
     return found
 
 
@@ -221,13 +241,13 @@ def _audit_files(run: _Run, agent: Agent, text_index: ItemIndex, code_index: Ite
             if scan.matches:
                 _record_contamination(run, agent, scan)
         elif files.is_code_file(path):
-            if path.stat().st_size > files.MAX_CODE_FILE_BYTES:
-                run.report.skipped.append(f"{path}: larger than {files.MAX_CODE_FILE_BYTES} bytes")
+            try:
+                text = files.read_code(path)
+            except OSError as refused:  # over the size bound, or changed into a link
+                run.report.skipped.append(f"{path}: {refused}")
                 continue
             run.report.files_scanned += 1
-            found = list(
-                hardcoded.find_hardcoded(code_index, source=str(path), text=files.read_code(path))
-            )
+            found = list(hardcoded.find_hardcoded(code_index, source=str(path), text=text))
             if found:
                 _record_hardcoded(run, agent, str(path), found, phase=None)
 
@@ -277,8 +297,8 @@ def _audit_checkpoint_texts(
     """The chat template and generation config of every checkpoint the agent registered."""
     phase_of = {n.checkpoint_id: n.phase for n in nominations}
     for checkpoint in Checkpoint.objects.filter(agent=agent):
-        folder = Path(checkpoint.path)
-        for name, text in _checkpoint_texts(folder):
+        folder = _agent_path(agent, checkpoint.path)
+        for name, text in _checkpoint_texts(folder, run.report.skipped):
             found = list(hardcoded.find_hardcoded(code_index, source=f"{folder}/{name}", text=text))
             if found:
                 _record_hardcoded(
@@ -286,13 +306,24 @@ def _audit_checkpoint_texts(
                 )
 
 
-def _checkpoint_texts(folder: Path) -> list[tuple[str, str]]:
+def _checkpoint_texts(folder: SandboxPath, skipped: list[str]) -> list[tuple[str, str]]:
+    """The checkpoint's chat templates and generation config. One that is a link, a FIFO or
+    too large is not read, and said so in `skipped`."""
+
+    def read(name: str, reader: Callable[[SandboxPath], str]) -> str | None:
+        try:
+            return reader(folder / name)
+        except FileNotFoundError:
+            return None
+        except OSError as refused:
+            skipped.append(f"{folder / name}: {refused}")
+            return None
+
     texts = []
     for name in CHECKPOINT_TEXT_FILES:
-        path = folder / name
-        if not path.is_file():
+        raw = read(name, lambda where: read_text(where, max_bytes=files.MAX_CODE_FILE_BYTES))
+        if raw is None:
             continue
-        raw = path.read_text(encoding="utf-8", errors="replace")
         if name == "tokenizer_config.json":
             try:
                 template = json.loads(raw).get("chat_template")
@@ -311,9 +342,9 @@ def _checkpoint_texts(folder: Path) -> list[tuple[str, str]]:
                 texts.append((name, raw))
         else:
             texts.append((name, raw))
-    generation = folder / "generation_config.json"
-    if generation.is_file():
-        texts.append(("generation_config.json", files.read_code(generation)))
+    generation = read("generation_config.json", files.read_code)
+    if generation is not None:
+        texts.append(("generation_config.json", generation))
     return texts
 
 
@@ -371,13 +402,14 @@ def _data_copies(agent: Agent) -> dict[str, list[_Copy]]:
     copies: dict[str, list[_Copy]] = defaultdict(list)
     for record in DataRecord.objects.filter(agent=agent):
         copies[record.sha256].append(_Copy(agent, record.path, record.created_at, True))
-        folder = Path(record.path)
-        if folder.is_dir():
-            for path in files.walk(folder):
-                if path.stat().st_size >= files.HASH_MIN_BYTES:
-                    copies[files.file_sha256(path)].append(
-                        _Copy(agent, str(path), record.created_at, True)
-                    )
+        folder = _agent_path(agent, record.path)
+        with contextlib.suppress(OSError):  # gone, or a link now: nothing to compare
+            if not stat.S_ISDIR(folder.stat().st_mode):
+                continue
+        for path in files.walk(folder):
+            sha = _hash_if_large(path)
+            if sha is not None:
+                copies[sha].append(_Copy(agent, str(path), record.created_at, True))
     # What the platform itself delivered (the feedback bundles: the same public leaderboard
     # for everyone) is nobody's artifact; its contents are still scanned for contamination.
     delivered = [
@@ -385,12 +417,24 @@ def _data_copies(agent: Agent) -> dict[str, list[_Copy]]:
         for folder in FeedbackBundle.objects.filter(agent=agent).values_list("folder", flat=True)
     ]
     for path in _agent_files(agent):
-        if any(path.is_relative_to(folder) for folder in delivered):
+        if any(path.path.is_relative_to(folder) for folder in delivered):
             continue
-        if files.is_data_file(path) and path.stat().st_size >= files.HASH_MIN_BYTES:
+        sha = _hash_if_large(path) if files.is_data_file(path) else None
+        if sha is not None:
             when = datetime.fromtimestamp(path.stat().st_mtime, tz=UTC)
-            copies[files.file_sha256(path)].append(_Copy(agent, str(path), when, False))
+            copies[sha].append(_Copy(agent, str(path), when, False))
     return copies
+
+
+def _hash_if_large(path: SandboxPath) -> str | None:
+    """The file's hash if it is large enough to compare (HASH_MIN_BYTES) and small enough to
+    read (MAX_DATA_FILE_BYTES); None otherwise, or if it changed into something unreadable."""
+    try:
+        if path.stat().st_size < files.HASH_MIN_BYTES:
+            return None
+        return files.file_sha256(path, max_bytes=files.MAX_DATA_FILE_BYTES)
+    except OSError:
+        return None
 
 
 def _audit_shared_data(run: _Run, audited: list[Agent], references: dict[int, _References]) -> None:
@@ -509,8 +553,12 @@ def _audit_substitution(
             key=f"hash\0base\0{checkpoint.weights_sha256}",
         )
         return
-    folder = Path(checkpoint.path)
-    if reference.instruct is None or not folder.is_dir():
+    folder = _agent_path(nomination.agent, checkpoint.path)
+    try:
+        is_folder = stat.S_ISDIR(folder.stat().st_mode)
+    except OSError:  # gone, or behind a link
+        is_folder = False
+    if reference.instruct is None or not is_folder:
         return
     try:
         distance = artifacts.parameter_distance(folder, reference.instruct, base=reference.base)
@@ -549,10 +597,12 @@ def _lineage(checkpoint: Checkpoint) -> list[Checkpoint]:
 
 
 def _trainer_steps(checkpoint: Checkpoint) -> int | None:
-    state = Path(checkpoint.path) / "trainer_state.json"
+    state = _agent_path(checkpoint.agent, checkpoint.path) / "trainer_state.json"
     try:
-        step = json.loads(state.read_text()).get("global_step")
-    except (OSError, ValueError, AttributeError):
+        step = json.loads(read_bytes(state, max_bytes=files.MAX_JSON_PARSE_BYTES)).get(
+            "global_step"
+        )
+    except (OSError, ValueError, AttributeError):  # a link, a FIFO, too large, not JSON
         return None
     return step if isinstance(step, int) else None
 
@@ -615,12 +665,18 @@ def _audit_model_card(run: _Run, nomination: Nomination) -> None:
 def _audit_trajectory(run: _Run, agent: Agent, judge: TrajectoryJudge, trajectory: str) -> None:
     if not agent.sandbox:
         return
-    path = Path(agent.sandbox) / trajectory
-    if not path.is_file():
-        run.log(f"  no trajectory at {path}")
+    try:
+        path = locate(Path(agent.sandbox), trajectory)
+        if path.stat().st_size > files.MAX_DATA_FILE_BYTES:
+            raise UnsafePath(f"{path} is larger than {files.MAX_DATA_FILE_BYTES} bytes")
+        lines = list(files.text_lines(path))
+    except FileNotFoundError:
+        run.log(f"  no trajectory at {Path(agent.sandbox) / trajectory}")
         return
-    with path.open(encoding="utf-8", errors="replace") as lines:
-        pieces = excerpts(list(lines), max_chars=JUDGE_EXCERPT_CHARS)
+    except (OSError, ValueError) as refused:  # a link, a FIFO, too large
+        run.report.skipped.append(f"{agent.name}: trajectory not read ({refused})")
+        return
+    pieces = excerpts(lines, max_chars=JUDGE_EXCERPT_CHARS)
     for first, last, text in pieces:
         digest = hashlib.sha256(text.encode()).hexdigest()
         review = JudgeReview.objects.filter(agent=agent, judge=judge.name, digest=digest).first()
