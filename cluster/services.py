@@ -77,11 +77,14 @@ def account_ensure(
     GpuLedger.objects.get_or_create(account=account, period=period)
     backend = backend or cluster_backend()
     backend.account_apply(account=name, unix_user=unix_user, limits=limits)
-    if previous_period is not None and previous_period != period:
-        # A new phase: its budget starts from zero in the scheduler as in the ledger.
-        backend.usage_reset(account=name)
     # The scheduler follows the platform's view, whatever it was left with before.
     backend.account_block(account=name, blocked=bool(account.blocked_reason))
+    if previous_period is not None and previous_period != period:
+        # A new phase: its budget starts from zero in the scheduler as in the ledger. Last,
+        # so that nothing here fails after it: the new period is saved with the caller's
+        # transaction, and a retry after a failure before this line finds no reset done yet,
+        # while a retry after it finds the period already changed and resets nothing.
+        backend.usage_reset(account=name)
     return account
 
 

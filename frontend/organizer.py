@@ -21,6 +21,8 @@ from django.utils import timezone
 from agents.models import Agent, Nomination
 from arena.competition.models import Phase
 from arena.leaderboard.selectors import snapshot_latest
+from arena.phases.models import AgentStepFailure, WorkerFailure
+from arena.phases.selectors import agent_step_failures_open, worker_failures_recent
 from cluster.backends.base import NORMAL_QOS, PREEMPTIBLE_QOS
 from cluster.models import ClusterAccount, Job
 from cluster.selectors import gpu_seconds_charged
@@ -412,6 +414,9 @@ class Dashboard:
     leaderboards: list[PhaseLeaderboard]
     sections: list[OrganizerSection] = field(default_factory=list)
     agents: list[str] = field(default_factory=list)
+    # What the phase engine could not do: for one agent (retried each tick), or in a round.
+    agent_failures: list[AgentStepFailure] = field(default_factory=list)
+    worker_failures: list[WorkerFailure] = field(default_factory=list)
 
 
 def organizer_dashboard(*, now: dt.datetime | None = None, jobs_agent: str = "") -> Dashboard:
@@ -430,4 +435,6 @@ def organizer_dashboard(*, now: dt.datetime | None = None, jobs_agent: str = "")
         leaderboards=leaderboards_by_phase(),
         sections=provided_sections(),
         agents=list(Agent.objects.order_by("name").values_list("name", flat=True)),
+        agent_failures=agent_step_failures_open(),
+        worker_failures=worker_failures_recent(since=now - dt.timedelta(days=1)),
     )

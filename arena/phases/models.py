@@ -1,5 +1,6 @@
 """What the phase engine did: which contestant stands for which nomination in a phase, each
-state transition (exactly once), and the feedback each agent received."""
+state transition (exactly once), the feedback each agent received, and what failed (for one
+agent, or in the worker) without stopping the engine."""
 
 from __future__ import annotations
 
@@ -87,3 +88,60 @@ class FeedbackBundle(models.Model):
 
     def __str__(self) -> str:
         return f"feedback for {self.agent} in {self.phase.label} ({self.battles} battles)"
+
+
+class AgentStepFailure(models.Model):
+    """A step of a phase's start that failed for one agent: its account could not be given the
+    phase's limits, or its feedback could not be written into its sandbox. The start went on
+    for everyone else; while the phase runs, each tick retries the step (never the usage
+    reset, which the start did once) until it succeeds and `resolved_at` is set."""
+
+    class Step(models.TextChoices):
+        BUDGET = "budget", "the phase's limits on its Slurm account"
+        FEEDBACK = "feedback", "its feedback files"
+
+    phase = models.ForeignKey(
+        "competition.Phase", on_delete=models.CASCADE, related_name="agent_step_failures"
+    )
+    agent = models.ForeignKey(
+        "agents.Agent", on_delete=models.CASCADE, related_name="phase_step_failures"
+    )
+    step = models.CharField(max_length=16, choices=Step.choices)
+    error = models.TextField()
+    attempts = models.PositiveIntegerField(default=1)
+    first_failed_at = models.DateTimeField(auto_now_add=True)
+    last_failed_at = models.DateTimeField(auto_now=True)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-last_failed_at", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["phase", "agent", "step"], name="one_failure_per_agent_step_and_phase"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.phase.label}: {self.step} failed for {self.agent}"
+
+
+class WorkerFailure(models.Model):
+    """A part of a `phases run` round that raised (the tick, a phase's move, serving,
+    evaluations, storage): the worker logged it, kept the arena up and tried again."""
+
+    task = models.CharField(max_length=64)
+    phase = models.ForeignKey(
+        "competition.Phase",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="worker_failures",
+    )
+    error = models.TextField()
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.task} failed at {self.at:%Y-%m-%d %H:%M:%S}"

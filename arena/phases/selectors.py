@@ -15,7 +15,7 @@ from arena.battles.export import battle_export_rows
 from arena.competition.models import Phase
 from arena.leaderboard.models import RatingSnapshot
 from arena.leaderboard.selectors import snapshot_latest
-from arena.phases.models import FeedbackBundle, PhaseContestant
+from arena.phases.models import AgentStepFailure, FeedbackBundle, PhaseContestant, WorkerFailure
 
 # The state machine: each state, the next, and what makes the move due.
 NEXT_STATE = {
@@ -164,3 +164,13 @@ def feedback_bundle(*, agent_id: int, phase: Phase) -> dict[str, Any]:
         "comparisons": comparison_records(rows, own_model) if own_model else [],
         "leaderboard": phase_leaderboard(phase),
     }
+
+
+def agent_step_failures_open() -> list[AgentStepFailure]:
+    """Agents' steps of a phase's start that failed and have not succeeded since."""
+    return list(AgentStepFailure.objects.filter(resolved_at=None).select_related("agent", "phase"))
+
+
+def worker_failures_recent(*, since: datetime, limit: int = 10) -> list[WorkerFailure]:
+    """The engine's latest failures since `since`, newest first."""
+    return list(WorkerFailure.objects.filter(at__gte=since).select_related("phase")[:limit])

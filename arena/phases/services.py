@@ -5,6 +5,13 @@ under concurrent runs: each move happens inside a transaction holding the phase'
 re-checks the state after taking it, and is recorded under a unique (phase, state) constraint —
 so two ticks never do a transition twice. What a move does outside the database (Slurm limits,
 files in sandboxes) is idempotent, so a move that failed half-way is simply retried.
+
+Agents are untrusted, and one agent's sandbox or account must never stop the engine: at a
+phase's start each agent's steps (its limits, its feedback) run on their own, and one that
+fails is recorded against that agent (`AgentStepFailure`) and retried by later ticks while the
+others and the transition go on. The start resets GPU usage once, with the transition; a retry
+never resets it again. A phase whose move fails for any other reason is recorded
+(`WorkerFailure`) and tried again next tick, and the other phases still move.
 """
 
 from __future__ import annotations
@@ -27,7 +34,13 @@ from agents.sandboxes import UnixSandboxes
 from arena.competition.models import Competition, Phase
 from arena.competition.selectors import phase_account_limits, phase_in_arena
 from arena.leaderboard.services import phase_leaderboard_fit
-from arena.phases.models import FeedbackBundle, PhaseContestant, PhaseTransition
+from arena.phases.models import (
+    AgentStepFailure,
+    FeedbackBundle,
+    PhaseContestant,
+    PhaseTransition,
+    WorkerFailure,
+)
 from arena.phases.selectors import feedback_bundle, previous_phase, transition_due
 from arena.serving.models import Contestant
 from cluster.backends.base import ClusterBackend
@@ -54,16 +67,25 @@ class Engine:
 def phases_tick(
     *, now: datetime | None = None, engine: Engine | None = None
 ) -> list[PhaseTransition]:
-    """Make every transition that is due, oldest phase first, each exactly once."""
+    """Make every transition that is due, oldest phase first, each exactly once. First, the
+    agents' steps that failed at an earlier tick are tried again."""
     now = now or timezone.now()
     engine = engine or Engine()
+    agent_steps_retry(engine=engine)
     made = []
     for phase_id in Phase.objects.order_by("competition_id", "number").values_list("pk", flat=True):
-        while (transition := _advance(phase_id, now, engine)) is not None:
-            log.info(
-                "%s: %s -> %s", transition.phase.label, transition.from_state, transition.to_state
-            )
-            made.append(transition)
+        try:
+            while (transition := _advance(phase_id, now, engine)) is not None:
+                log.info(
+                    "%s: %s -> %s",
+                    transition.phase.label,
+                    transition.from_state,
+                    transition.to_state,
+                )
+                made.append(transition)
+        except Exception as error:  # one phase's failed move must not hold up the others
+            log.exception("moving phase %s failed; the next tick tries again", phase_id)
+            worker_failure_record(task="move", error=error, phase_id=phase_id)
     return made
 
 
@@ -84,34 +106,137 @@ def _advance(phase_id: int, now: datetime, engine: Engine) -> PhaseTransition | 
 
 # --- the moves -------------------------------------------------------------------------------
 def _start(phase: Phase, engine: Engine) -> dict[str, Any]:
-    """Budgets of the phase on every agent's Slurm association (usage starts again from zero)
-    and API credit; then the feedback the phase's policy gives."""
-    limits = phase_account_limits(phase)
+    """The phase's API credit for every agent; then, agent by agent, the phase's limits on its
+    Slurm association (usage starts again from zero) and the feedback the phase's policy
+    gives. One agent's failed step is recorded against it and never stops the others."""
     agents = list(Agent.objects.filter(active=True).exclude(cluster_account=""))
-    for agent in agents:
-        account_ensure(
-            name=agent.cluster_account,
-            unix_user=agent.unix_user,
-            period=phase.label,
-            limits=limits,
-            storage_gib=phase.storage_gib,
-            storage_path=Path(agent.sandbox) if agent.sandbox else None,
-            backend=engine.cluster,
+    # The phase's credit on top of what was spent before; calls in flight keep theirs. Once,
+    # with the transition: a retry later in the phase would add what was spent since.
+    Agent.objects.filter(pk__in=[agent.pk for agent in agents]).update(
+        credit_limit=F("credit_spent") + F("credit_reserved") + phase.api_credit_usd
+    )
+    budgeted = [a for a in agents if _agent_step(phase, a, AgentStepFailure.Step.BUDGET, engine)]
+    delivered = []
+    if phase.feedback == Phase.Feedback.OWN_BATTLES and previous_phase(phase) is not None:
+        delivered = [
+            a for a in agents if _agent_step(phase, a, AgentStepFailure.Step.FEEDBACK, engine)
+        ]
+    failed = AgentStepFailure.objects.filter(phase=phase, resolved_at=None)
+    return {
+        "agents_budgeted": len(budgeted),
+        "feedback_bundles": len(delivered),
+        "agents_failed": [
+            {"agent": f.agent.name, "step": f.step, "error": f.error}
+            for f in failed.select_related("agent")
+        ],
+    }
+
+
+def _budget_step(phase: Phase, agent: Agent, engine: Engine) -> bool:
+    """The phase's limits on the agent's Slurm association. Its usage is reset only when the
+    account's budget period changes, and the new period is saved with this step, so a retry
+    of a step that got that far resets nothing."""
+    account_ensure(
+        name=agent.cluster_account,
+        unix_user=agent.unix_user,
+        period=phase.label,
+        limits=phase_account_limits(phase),
+        storage_gib=phase.storage_gib,
+        storage_path=Path(agent.sandbox) if agent.sandbox else None,
+        backend=engine.cluster,
+    )
+    return True
+
+
+def _feedback_step(phase: Phase, agent: Agent, engine: Engine) -> bool:
+    source = previous_phase(phase)
+    if source is None:
+        return False
+    return feedback_deliver(agent=agent, phase=phase, source=source, engine=engine)
+
+
+AGENT_STEPS: dict[str, Callable[[Phase, Agent, Engine], bool]] = {
+    AgentStepFailure.Step.BUDGET: _budget_step,
+    AgentStepFailure.Step.FEEDBACK: _feedback_step,
+}
+
+
+def _agent_step(phase: Phase, agent: Agent, step: str, engine: Engine) -> bool:
+    """One agent's step of the phase's start, in a savepoint of its own: if it fails, what it
+    wrote to the database is rolled back alone, the failure is recorded against the agent,
+    and the start goes on. True if the step did something, False if there was nothing to do
+    or it failed."""
+    try:
+        with transaction.atomic():
+            done = AGENT_STEPS[step](phase, agent, engine)
+    except Exception as error:  # anything an agent's sandbox or account can make happen
+        log.warning("%s: %s failed for %s: %s", phase.label, step, agent.name, error)
+        agent_step_failure_record(phase=phase, agent=agent, step=step, error=error)
+        return False
+    AgentStepFailure.objects.filter(phase=phase, agent=agent, step=step, resolved_at=None).update(
+        resolved_at=timezone.now()
+    )
+    return done
+
+
+def agent_step_failure_record(
+    *, phase: Phase, agent: Agent, step: str, error: BaseException
+) -> AgentStepFailure:
+    """Record (or count again) that `step` failed for `agent` in `phase`."""
+    text = _error_text(error)
+    failure, created = AgentStepFailure.objects.get_or_create(
+        phase=phase, agent=agent, step=step, defaults={"error": text}
+    )
+    if not created:
+        AgentStepFailure.objects.filter(pk=failure.pk).update(
+            error=text,
+            attempts=F("attempts") + 1,
+            last_failed_at=timezone.now(),
+            resolved_at=None,
         )
-        # The phase's credit on top of what was spent before; calls in flight keep theirs.
-        Agent.objects.filter(pk=agent.pk).update(
-            credit_limit=F("credit_spent") + F("credit_reserved") + phase.api_credit_usd
-        )
-    delivered = 0
-    if phase.feedback == Phase.Feedback.OWN_BATTLES:
-        source = previous_phase(phase)
-        if source is not None:
-            delivered = sum(
-                1
-                for agent in agents
-                if feedback_deliver(agent=agent, phase=phase, source=source, engine=engine)
+    return failure
+
+
+def agent_steps_retry(*, engine: Engine | None = None) -> list[AgentStepFailure]:
+    """Try again each agent's step that failed in a phase that still runs (after the agent
+    repaired its sandbox, or the scheduler came back); the failures now resolved. Each is
+    claimed under its row lock, so concurrent ticks never run the same retry twice."""
+    engine = engine or Engine()
+    resolved = []
+    pending = AgentStepFailure.objects.filter(
+        resolved_at=None, phase__state=Phase.State.RUNNING, agent__active=True
+    ).values_list("pk", flat=True)
+    for pk in list(pending):
+        with transaction.atomic():
+            failure = (
+                AgentStepFailure.objects.select_for_update(skip_locked=True, of=("self",))
+                .filter(pk=pk, resolved_at=None)
+                .select_related("phase", "agent")
+                .first()
             )
-    return {"agents_budgeted": len(agents), "feedback_bundles": delivered}
+            if failure is None:
+                continue
+            _agent_step(failure.phase, failure.agent, failure.step, engine)
+            failure.refresh_from_db()
+            if failure.resolved_at is not None:
+                resolved.append(failure)
+    return resolved
+
+
+def worker_failure_record(
+    *, task: str, error: BaseException, phase_id: int | None = None
+) -> WorkerFailure | None:
+    """Record a failed part of the engine's work, for the organizers' dashboard. Never raises:
+    it is called where something already failed, perhaps the database itself."""
+    try:
+        return WorkerFailure.objects.create(task=task, phase_id=phase_id, error=_error_text(error))
+    except Exception:  # the log keeps it when the database cannot
+        log.exception("recording the failure of %s failed", task)
+        return None
+
+
+def _error_text(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"[:4000]
 
 
 def _freeze(phase: Phase, engine: Engine) -> dict[str, Any]:

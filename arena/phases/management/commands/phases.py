@@ -5,14 +5,16 @@ from __future__ import annotations
 import logging
 import signal
 import time
+from collections.abc import Callable
 from types import FrameType
 
 from django.core.management.base import BaseCommand, CommandParser
+from django.db import close_old_connections
 from django.utils import timezone
 
 from arena.competition.models import Phase
 from arena.phases.selectors import phase_timeline
-from arena.phases.services import evaluations_queue_served, phases_tick
+from arena.phases.services import evaluations_queue_served, phases_tick, worker_failure_record
 from arena.phases.serving import ArenaServers
 from cluster.services import storage_measure_all
 from evalsuite.services import evaluations_collect
@@ -80,32 +82,48 @@ class Command(BaseCommand):
         self.storage_blocked: dict[str, str] = {}
         try:
             while not stopping:
-                self._tick(brief=True)
+                # Each part of a round on its own: one that raises (a phase's move, a model
+                # server that cannot start, the scheduler gone) is logged and recorded, and
+                # the rest of the round, the arena's servers included, goes on; the next
+                # round tries it again.
+                close_old_connections()  # a connection broken by a database restart
+                self._guarded("tick", lambda: self._tick(brief=True))
                 if storage_every > 0 and time.monotonic() >= storage_due:
                     # Walking sandboxes takes a while on big ones: not on every tick.
                     storage_due = time.monotonic() + storage_every
-                    self._measure_storage()
-                for name in servers.sync():
-                    self.stdout.write(f"serving {name}")
-                # The evaluation suite for what was just served, and results of finished jobs.
-                for run in evaluations_queue_served():
-                    self.stdout.write(f"evaluating {run.model_label} (run {run.pk})")
-                for run in evaluations_collect():
-                    self.stdout.write(f"evaluated {run.model_label}: {run.state}")
+                    self._guarded("storage", self._measure_storage)
+                self._guarded("serving", lambda: self._serve(servers))
+                self._guarded("evaluations", self._evaluate)
                 deadline = time.monotonic() + every
                 while not stopping and time.monotonic() < deadline:
                     time.sleep(0.2)
         finally:
+            # Only a stopped worker stops the servers it started (they are its children).
             servers.stop()
             self.stdout.write("phase engine stopped; model servers stopped")
 
+    def _guarded(self, task: str, work: Callable[[], None]) -> None:
+        try:
+            work()
+        except Exception as error:  # the worker outlives any one failure
+            log.exception("phase engine: %s failed; the next round tries again", task)
+            self.stderr.write(f"{task} failed: {type(error).__name__}: {error}")
+            worker_failure_record(task=task, error=error)
+
+    def _serve(self, servers: ArenaServers) -> None:
+        for name in servers.sync():
+            self.stdout.write(f"serving {name}")
+
+    def _evaluate(self) -> None:
+        """The evaluation suite for what was just served, and results of finished jobs."""
+        for run in evaluations_queue_served():
+            self.stdout.write(f"evaluating {run.model_label} (run {run.pk})")
+        for run in evaluations_collect():
+            self.stdout.write(f"evaluated {run.model_label}: {run.state}")
+
     def _measure_storage(self) -> None:
         """Storage quotas: a line when an account gets blocked or unblocked."""
-        try:
-            lines = storage_measure_all()
-        except Exception:  # the worker outlives a scheduler or disk hiccup; next round retries
-            log.exception("measuring the sandboxes failed")
-            return
+        lines = storage_measure_all()
         blocked = {line.account: line.blocked_reason for line in lines if line.blocked_reason}
         for account, reason in blocked.items():
             if account not in self.storage_blocked:
