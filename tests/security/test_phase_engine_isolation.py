@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.test import Client
 from django.utils import timezone
 
@@ -196,3 +196,36 @@ def test_a_failing_tick_does_not_stop_the_worker_nor_the_arenas_model_servers(mo
     failures = list(WorkerFailure.objects.filter(task="tick"))
     assert len(failures) == 4
     assert "the scheduler is unreachable" in failures[0].error
+
+
+def test_a_phase_whose_move_fails_does_not_hold_up_the_others_and_tick_says_so(monkeypatch):
+    from arena.phases import services
+
+    broken, sound = (
+        competition_plan(
+            name=name, base_model="/models/base", instruct_model="",
+            starts_at=timezone.now() - timedelta(minutes=5),
+            phase_lengths=[timedelta(hours=1)], arena_length=timedelta(hours=1),
+        )
+        for name in ("broken", "sound")
+    )  # fmt: skip
+    start = services.MOVES[Phase.State.RUNNING]
+
+    def start_or_fail(phase, engine):
+        if phase.competition_id == broken.pk:
+            raise RuntimeError("the scheduler refused the phase's limits")
+        return start(phase, engine)
+
+    monkeypatch.setitem(services.MOVES, Phase.State.RUNNING, start_or_fail)
+
+    with pytest.raises(CommandError, match="some moves failed"):
+        call_command("phases", "tick")
+
+    assert [p.state for p in sound.phases.all()] == [Phase.State.RUNNING]
+    assert [p.state for p in broken.phases.all()] == [Phase.State.SCHEDULED]
+    [failure] = WorkerFailure.objects.all()
+    assert failure.phase == broken.phases.get() and "refused the phase's limits" in failure.error
+    # Once the cause is gone, the next tick makes the move.
+    monkeypatch.setitem(services.MOVES, Phase.State.RUNNING, start)
+    call_command("phases", "tick")
+    assert [p.state for p in broken.phases.all()] == [Phase.State.RUNNING]

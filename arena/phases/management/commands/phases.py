@@ -8,12 +8,16 @@ import time
 from collections.abc import Callable
 from types import FrameType
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import close_old_connections
 from django.utils import timezone
 
 from arena.competition.models import Phase
-from arena.phases.selectors import phase_timeline
+from arena.phases.selectors import (
+    agent_step_failures_open,
+    phase_timeline,
+    worker_failures_recent,
+)
 from arena.phases.services import evaluations_queue_served, phases_tick, worker_failure_record
 from arena.phases.serving import ArenaServers
 from cluster.services import storage_measure_all
@@ -55,7 +59,10 @@ class Command(BaseCommand):
             self._status()
 
     def _tick(self, *, brief: bool = False) -> None:
-        """One tick, reported in full (or, in the worker's log, a line per move)."""
+        """One tick, reported in full (or, in the worker's log, a line per move). In full, it
+        also names each agent's failed step, and exits non-zero (for cron) if a phase's move
+        failed."""
+        started = timezone.now()
         made = phases_tick()
         for transition in made:
             label, to_state = transition.phase.label, transition.to_state
@@ -64,8 +71,21 @@ class Command(BaseCommand):
                 if brief
                 else f"{label}: {transition.from_state} -> {to_state}  {transition.detail}"
             )
-        if not made and not brief:
+        if brief:
+            return
+        if not made:
             self.stdout.write("nothing due")
+        for step in agent_step_failures_open():
+            self.stdout.write(
+                f"{step.phase.label}: {step.step} failed for {step.agent.name} "
+                f"({step.attempts} tries, retried each tick): {step.error}"
+            )
+        failed = worker_failures_recent(since=started)
+        for failure in failed:
+            label = failure.phase.label if failure.phase else failure.task
+            self.stderr.write(f"{label}: {failure.task} failed: {failure.error}")
+        if failed:
+            raise CommandError("some moves failed; the next tick tries them again")
 
     def _run(self, every: float, *, storage_every: float) -> None:
         stopping = False
