@@ -4,6 +4,8 @@ from decimal import Decimal
 
 from django.db import models
 
+from arena.encryption import EncryptedTextField
+
 USD = {"max_digits": 14, "decimal_places": 6}
 
 
@@ -66,9 +68,8 @@ class Upstream(models.Model):
         max_length=500, help_text="OpenAI-compatible, e.g. https://api.example.com/v1"
     )
     upstream_model = models.CharField(max_length=200)
-    api_key = models.CharField(
-        max_length=500, blank=True, help_text="kept on the server; never shown to agents"
-    )
+    # Encrypted at rest: a database reader sees a Fernet token, never the key.
+    api_key = EncryptedTextField(blank=True, help_text="kept on the server; never shown to agents")
     usd_per_million_prompt_tokens = models.DecimalField(**USD)
     usd_per_million_completion_tokens = models.DecimalField(**USD)
     max_completion_tokens = models.PositiveIntegerField(

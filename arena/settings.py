@@ -8,7 +8,10 @@ in-memory channel layer, the local serving backend. Production and the test suit
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from pathlib import Path
+
+from cryptography.fernet import Fernet
 
 from arena.env import (
     env_bool,
@@ -19,25 +22,27 @@ from arena.env import (
     parse_database_url,
     parse_redis_url,
 )
+from arena.private_files import private_dir_ensure, private_secret
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("ARENA_VAR_DIR", str(BASE_DIR / "var")))
-VAR_DIR.mkdir(parents=True, exist_ok=True)
+# The platform's own files: 0700, so no agent's Unix user reaches anything below it.
+private_dir_ensure(VAR_DIR)
 
 
-def _secret_from_file(name: str) -> str:
-    """A secret kept in ``var/`` so a demo keeps sessions across restarts without setup."""
-    path = VAR_DIR / name
-    if not path.exists():
-        path.touch(mode=0o600)
-        path.write_text(secrets.token_urlsafe(50))
-    return path.read_text().strip()
+def _secret_from_file(name: str, generate: Callable[[], str] | None = None) -> str:
+    """A secret kept in ``var/`` (0600) so a demo keeps sessions across restarts without setup."""
+    return private_secret(VAR_DIR / name, generate=generate or (lambda: secrets.token_urlsafe(50)))
 
 
 DEBUG = env_bool("ARENA_DEBUG", False)
 SECRET_KEY = env_str("ARENA_SECRET_KEY", "") or _secret_from_file("secret_key")
 # Salts voter identifiers (session, IP) before they are stored or exported.
 VOTER_SALT = env_str("ARENA_VOTER_SALT", "") or _secret_from_file("voter_salt")
+# Encrypts secrets stored in the database (upstream API keys; see arena/encryption.py).
+FIELD_ENCRYPTION_KEYS = env_list("ARENA_FIELD_ENCRYPTION_KEYS", []) or [
+    _secret_from_file("field_encryption_key", lambda: Fernet.generate_key().decode())
+]
 ALLOWED_HOSTS = env_list("ARENA_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("ARENA_CSRF_TRUSTED_ORIGINS", [])
 
@@ -179,6 +184,9 @@ CLUSTER_SLURM_PARENT_ACCOUNT = env_str("CLUSTER_SLURM_PARENT_ACCOUNT", "agents")
 # --- Agents -----------------------------------------------------------------------------
 # Sandboxes are Unix home directories under this root, one per agent, mode 0700.
 AGENTS_SANDBOX_ROOT = Path(env_str("AGENTS_SANDBOX_ROOT", "/srv/rsi-arena/sandboxes"))
+# What holds a sandbox to its storage quota at write time: "loop_image" (a filesystem image per
+# agent, the quota's size) or "plain_directory" (none; only the periodic measurement blocks jobs).
+AGENTS_SANDBOX_STORAGE = env_str("AGENTS_SANDBOX_STORAGE", "plain_directory")
 # The site's address as agents reach it (written into each sandbox's ~/.arena/config).
 AGENTS_ARENA_URL = env_str("AGENTS_ARENA_URL", "http://127.0.0.1:8000")
 # Budgets an agent gets when provisioned, until a phase sets its own (the study's defaults).

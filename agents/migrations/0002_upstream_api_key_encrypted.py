@@ -1,0 +1,38 @@
+"""Upstream API keys are stored encrypted (arena/encryption.py); rows written before are
+encrypted here. Going back writes them in clear again."""
+
+from django.db import migrations
+
+import arena.encryption
+
+
+def encrypt_existing(apps, schema_editor):
+    Upstream = apps.get_model("agents", "Upstream")
+    # Reading returns a row written before in clear as it is; saving encrypts it.
+    for pk, api_key in Upstream.objects.exclude(api_key="").values_list("pk", "api_key"):
+        Upstream.objects.filter(pk=pk).update(api_key=api_key)
+
+
+def decrypt_existing(apps, schema_editor):
+    Upstream = apps.get_model("agents", "Upstream")
+    table = schema_editor.quote_name(Upstream._meta.db_table)
+    with schema_editor.connection.cursor() as cursor:
+        cursor.execute(f"SELECT id, api_key FROM {table} WHERE api_key <> ''")
+        for pk, stored in cursor.fetchall():
+            clear = arena.encryption.secret_decrypt(stored)
+            cursor.execute(f"UPDATE {table} SET api_key = %s WHERE id = %s", [clear, pk])
+
+
+class Migration(migrations.Migration):
+    dependencies = [("agents", "0001_initial")]
+
+    operations = [
+        migrations.AlterField(
+            model_name="upstream",
+            name="api_key",
+            field=arena.encryption.EncryptedTextField(
+                blank=True, help_text="kept on the server; never shown to agents"
+            ),
+        ),
+        migrations.RunPython(encrypt_existing, decrypt_existing),
+    ]
