@@ -413,8 +413,11 @@ def write_file(where: SandboxPath, content: bytes | str, *, user: str, mode: int
 
 def remove(where: SandboxPath) -> None:
     """Remove `where` (a folder with its contents, or one entry); a link is removed itself,
-    nothing it points to."""
-    folder = _open_folder(where.parent)
+    nothing it points to. A path whose folder does not exist is already removed."""
+    try:
+        folder = _open_folder(where.parent)
+    except FileNotFoundError:
+        return
     try:
         info = os.stat(where.name, dir_fd=folder, follow_symlinks=False)
         if stat.S_ISDIR(info.st_mode):
