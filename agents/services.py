@@ -238,6 +238,8 @@ def sandbox_path(agent: Agent, path: str) -> SandboxPath:
         raise RegistrationRefused(
             f"{where} is {kind_of(info.st_mode)}; register the file or folder itself"
         )
+    except ValueError:  # a NUL byte in the path
+        raise RegistrationRefused(f"{path!r} is not a usable path") from None
     return where
 
 

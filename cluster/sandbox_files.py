@@ -352,10 +352,11 @@ def tree_sha256(where: SandboxPath, *, max_entries: int) -> str:
 
 
 def disk_usage(where: SandboxPath | Path) -> int:
-    """Bytes allocated on disk under the folder `where`, itself included (like `du -s`): blocks,
-    so a sparse file counts what it uses; hard links once; links never followed."""
+    """Bytes allocated on disk below the folder `where` (like `du -s`, less the folder itself,
+    so an empty sandbox uses 0): blocks, so a sparse file counts what it uses; hard links once;
+    links never followed."""
     where = where if isinstance(where, SandboxPath) else SandboxPath(where)
-    total = where.stat().st_blocks * 512
+    total = 0
     counted: set[tuple[int, int]] = set()
     for entry in walk(where):
         if entry.info.st_nlink > 1 and not entry.is_folder:
