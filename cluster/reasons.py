@@ -28,6 +28,12 @@ _MEMORY_AT_ONCE = (
 PENDING_REASONS = {
     "AssocGrpGRESMinutes": "it would overrun the account's GPU-hour budget, so it will not start; "
     "shorten its time limit, use fewer GPUs, or wait for the next budget",
+    # The budget is in billing units: GPUs, or the CPUs and memory of as many GPUs.
+    "AssocGrpBillingMinutes": "it would overrun the account's GPU-hour budget (CPUs and memory "
+    "count as the GPUs they come with), so it will not start; shorten its time limit, ask for "
+    "fewer GPUs, CPUs or less memory, or wait for the next budget",
+    "AssocGrpBillingRunMinutes": "the GPU-hours of the account's running jobs plus this one "
+    "would overrun the budget; it waits until running jobs finish",
     "AssocGrpGRESRunMinutes": "the GPU-hours of the account's running jobs plus this one would "
     "overrun the budget; it waits until running jobs finish",
     "MaxGRESPerAccount": _GPUS_AT_ONCE,
@@ -101,6 +107,15 @@ SUBMIT_ERRORS = [
         "capped in proportion to its GPUs)",
     ),
     ("AssocGrpGRESMinutes", "the job would overrun the account's GPU-hour budget"),
+    (
+        "AssocGrpBillingMinutes",
+        "the job would overrun the account's GPU-hour budget (CPUs and memory count as the "
+        "GPUs they come with)",
+    ),
+    (
+        "AssocGrpBillingRunMinutes",
+        "the job and the account's running jobs together could overrun its GPU-hour budget",
+    ),
     (
         "AssocGrpGRESRunMinutes",
         "the job and the account's running jobs together could overrun its GPU-hour budget",

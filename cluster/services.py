@@ -362,7 +362,9 @@ def _charge_segment(
     job: Job, run: AccountingRow, started_at: datetime, ended_at: datetime
 ) -> int | None:
     """Insert the segment and charge it, atomically; None if it was charged before."""
-    gpu_seconds = run.gpus * run.elapsed_seconds
+    # GPU-equivalents, as the scheduler bills them (CPUs and memory weighed as GPUs)
+    billed = run.gpus if run.gpu_equivalents is None else run.gpu_equivalents
+    gpu_seconds = billed * run.elapsed_seconds
     try:
         with transaction.atomic():
             JobSegment.objects.create(

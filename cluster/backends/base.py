@@ -68,6 +68,9 @@ class AccountingRow:
     ended_at: datetime | None
     elapsed_seconds: int
     exit_code: str
+    # What one second of the run costs the budget, in GPUs: more than `gpus` when it holds
+    # more of a node's CPUs or memory than its GPUs come with. None: its GPUs.
+    gpu_equivalents: int | None = None
 
 
 @dataclass(frozen=True)

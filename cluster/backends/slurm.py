@@ -34,6 +34,7 @@ from cluster.reasons import pending_reason, submit_error
 from cluster.slurm import cli
 
 _GPU_TRES = re.compile(r"gres/gpu=(\d+)")
+_BILLING_TRES = re.compile(r"(?:^|,)billing=(\d+)")
 
 
 class SlurmBackend(ClusterBackend):
@@ -58,7 +59,12 @@ class SlurmBackend(ClusterBackend):
                 "modify", entity, "where", *where, *names, "set",
                 f"QOS={','.join(qos)}", f"DefaultQOS={qos[0]}",
             )  # fmt: skip
-        account_limits = [f"GrpTRESMins=gres/gpu={round(limits.gpu_hours * 60)}"]
+        # The budget is in billing units, GPU-equivalents (infra/slurm/setup.sh weighs CPUs
+        # and memory by the node's share per GPU): a job that holds a node's CPUs or memory
+        # without its GPUs pays for the GPUs it strands. gres/gpu=-1 lifts the GPU-only
+        # budget of accounts made before.
+        minutes = round(limits.gpu_hours * 60)
+        account_limits = [f"GrpTRESMins=billing={minutes},gres/gpu=-1"]
         if limits.platform:
             # The organizers' accounts share the `platform` QOS, whose limits are the site's
             # (infra/slurm/setup.sh): their GPUs at once are capped on their own association.
@@ -210,6 +216,7 @@ class SlurmBackend(ClusterBackend):
         records = []
         for row in rows:
             tres = _GPU_TRES.search(row["AllocTRES"]) or _GPU_TRES.search(row["ReqTRES"])
+            billing = _BILLING_TRES.search(row["AllocTRES"])
             text = texts.get(row["JobIDRaw"], cli.JobText(name="", workdir=""))
             records.append(
                 AccountingRow(
@@ -221,6 +228,7 @@ class SlurmBackend(ClusterBackend):
                     reason_code=row["Reason"],
                     nodes=int(row["NNodes"] or 0),
                     gpus=int(tres.group(1)) if tres else 0,
+                    gpu_equivalents=int(billing.group(1)) if billing else None,
                     time_limit_minutes=int(row["TimelimitRaw"])
                     if row["TimelimitRaw"].isdigit()
                     else 0,
@@ -303,8 +311,9 @@ class SlurmBackend(ClusterBackend):
         return jobs
 
     def charged_gpu_minutes(self, *, account: str) -> float:
-        # RawUsage is exact (billing-seconds, and billing is GPUs here); assoc_mgr's
-        # GrpTRESMins usage is the same number floored to whole minutes.
+        # RawUsage is exact, in billing-seconds: GPU-equivalent seconds (GPUs, or the CPUs
+        # or memory of as many GPUs if that is more). assoc_mgr's GrpTRESMins billing usage
+        # is the same number floored to whole minutes.
         rows = cli.parsable_rows(
             cli.run(["sshare", "-n", "-P", "-A", account, "-o", "Account,User,RawUsage"]).stdout,
             ["account", "user", "raw"],
