@@ -19,6 +19,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from agents.checkpoints import CheckpointInvalid, inspect_checkpoint
+from agents.firewall import agent_firewall_block, agent_firewall_unblock
 from agents.models import Agent, AgentToken, Checkpoint, DataRecord, Nomination, ProxyCall, Upstream
 from agents.sandboxes import UnixSandboxes
 from arena.competition.models import Phase
@@ -176,6 +177,7 @@ def agent_provision(
             "credit_limit": credit,
         },
     )
+    agent_firewall_block(unix_user=user)  # off the platform's ports before it has credentials
     api_token = token_issue(agent=agent, kind=AgentToken.Kind.API)
     proxy_token = token_issue(agent=agent, kind=AgentToken.Kind.PROXY)
     config = home / ".arena" / "config"
@@ -207,6 +209,7 @@ def agent_deprovision(
         account_close(account=account, reason="the agent was deprovisioned", backend=backend)
     if agent.unix_user:
         (sandboxes or UnixSandboxes(settings.AGENTS_SANDBOX_ROOT)).lock(agent.unix_user)
+        agent_firewall_unblock(unix_user=agent.unix_user)
     agent.refresh_from_db()
     return agent
 

@@ -65,9 +65,12 @@ INSTALLED_APPS = [
     "safety",
     "arena.phases",
     "frontend",
+    "security",
 ]
 
 MIDDLEWARE = [
+    # First: on the agent gateway port nothing but /api/ and /proxy/ runs at all.
+    "agents.gateway.agents_gateway",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -187,8 +190,19 @@ AGENTS_SANDBOX_ROOT = Path(env_str("AGENTS_SANDBOX_ROOT", "/srv/rsi-arena/sandbo
 # What holds a sandbox to its storage quota at write time: "loop_image" (a filesystem image per
 # agent, the quota's size) or "plain_directory" (none; only the periodic measurement blocks jobs).
 AGENTS_SANDBOX_STORAGE = env_str("AGENTS_SANDBOX_STORAGE", "plain_directory")
+# The port on which the same site answers only the agent API (/api/) and the proxy (/proxy/)
+# (agents/gateway.py): agents' configs point here; the firewall keeps them off the others.
+AGENTS_GATEWAY_PORT = env_int("AGENTS_GATEWAY_PORT", 8001, minimum=1)
 # The site's address as agents reach it (written into each sandbox's ~/.arena/config).
-AGENTS_ARENA_URL = env_str("AGENTS_ARENA_URL", "http://127.0.0.1:8000")
+AGENTS_ARENA_URL = env_str("AGENTS_ARENA_URL", f"http://127.0.0.1:{AGENTS_GATEWAY_PORT}")
+# Keeps agents' Unix users off the platform's ports (agents/firewall.py): nftables or none.
+AGENTS_FIREWALL = env_str("AGENTS_FIREWALL", "nftables")
+AGENTS_FIREWALL_TABLE = env_str("AGENTS_FIREWALL_TABLE", "rsi_arena")
+# Ports agents are kept off besides the configured database's, Redis's and the model servers'
+# (ARENA_SERVING_BASE_PORT and the next ones): the voters' site, PostgreSQL, Redis, MariaDB,
+# slurmdbd. Never the gateway, slurmctld or the slurmds: agents submit with sbatch and srun.
+AGENTS_FIREWALL_PORTS = env_list("AGENTS_FIREWALL_PORTS", ["8000", "5432", "6379", "3306", "6819"])
+AGENTS_FIREWALL_SERVING_PORTS = env_int("AGENTS_FIREWALL_SERVING_PORTS", 100, minimum=1)
 # Budgets an agent gets when provisioned, until a phase sets its own (the study's defaults).
 AGENTS_DEFAULT_GPU_HOURS = env_float("AGENTS_DEFAULT_GPU_HOURS", 1000.0, minimum=0.0)
 AGENTS_DEFAULT_MAX_GPUS = env_int("AGENTS_DEFAULT_MAX_GPUS", 8, minimum=0)
