@@ -55,4 +55,5 @@ else
 fi
 
 if is_root; then bash "$(dirname "$0")/../training_env/setup.sh"; fi  # the agents' training venv (/opt/rsi-arena/train-env)
+if is_root; then bash "$(dirname "$0")/../firewall/setup.sh"; fi  # agents' users off the platform's ports (nftables)
 log "PostgreSQL, Redis, Chromium and Slurm are ready"

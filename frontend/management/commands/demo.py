@@ -113,7 +113,8 @@ class Command(BaseCommand):
             clock.stage("site")
             self._step("voting site and agent API (daphne)")
             site = _start_site(host, port)
-            settings.AGENTS_ARENA_URL = url
+            # Agents reach the site through the gateway port only (the firewall closes `port`).
+            settings.AGENTS_ARENA_URL = f"http://{host}:{settings.AGENTS_GATEWAY_PORT}"
             say(f"the site is up at {url}/ (the arena has models once phase 1 is served)")
 
             clock.stage("agents")
@@ -312,6 +313,8 @@ def _start_site(host: str, port: int) -> subprocess.Popen[bytes]:
     site = subprocess.Popen(
         [
             sys.executable, "-m", "daphne", "-b", host, "-p", str(port),
+            # The agent gateway: the same site, answering only /api/ and /proxy/ there.
+            "-e", f"tcp:port={settings.AGENTS_GATEWAY_PORT}:interface={host}",
             "--access-log", str(settings.VAR_DIR / "logs" / "site-access.log"),
             "arena.asgi:application",
         ],
@@ -324,6 +327,7 @@ def _start_site(host: str, port: int) -> subprocess.Popen[bytes]:
         start_new_session=True,
     )  # fmt: skip
     _wait_for_port(host, port, site)
+    _wait_for_port(host, settings.AGENTS_GATEWAY_PORT, site)
     return site
 
 

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Keep agents' Unix users off the platform's own ports (issue 12, item 13), with nftables.
+#
+# Loads rsi-arena.nft: table inet rsi_arena, whose output hook rejects TCP from any uid in the
+# set `agents` to any address of this host on the ports in `platform_ports` (site 8000,
+# PostgreSQL, Redis, MariaDB, slurmdbd, model servers 8100-8199). The agent gateway (8001),
+# slurmctld, the slurmds and every other port stay open. Then it blocks the agents again: every
+# `agent_*` Unix user at once (the kernel forgot them at the reboot), and the database's active
+# agents through `manage.py security firewall`, which also adds the ports the settings name.
+#
+# Idempotent; reloading keeps the uids already blocked. Usage: sudo infra/firewall/setup.sh
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+TABLE=rsi_arena
+
+log() { printf '[firewall] %s\n' "$*"; }
+[ "$(id -u)" -eq 0 ] || { log "run as root"; exit 1; }
+
+if ! command -v nft >/dev/null; then
+  log "installing nftables"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nftables >/dev/null
+fi
+
+nft -f "$HERE/rsi-arena.nft"
+
+uids=$(getent passwd | awk -F: '$1 ~ /^agent_/ { print $3 }' | paste -sd, -)
+if [ -n "$uids" ]; then nft add element inet "$TABLE" agents "{ $uids }"; fi
+
+if [ -x "$REPO/.venv/bin/python" ]; then
+  (cd "$REPO" && .venv/bin/python manage.py security firewall) ||
+    log "could not read the agents from the database: run 'python manage.py security firewall' with the deployment's DATABASE_URL"
+else
+  log "no $REPO/.venv yet: run 'python manage.py security firewall' once it exists"
+fi
+blocked=$(nft -j list set inet "$TABLE" agents | grep -o '"elem": \[[^]]*\]' | grep -o '[0-9]\+' | wc -l)
+log "table inet $TABLE loaded: $blocked agent uid(s) kept off ports $(sed -n 's/^add element .* platform_ports { \(.*\) }$/\1/p' "$HERE/rsi-arena.nft")"
