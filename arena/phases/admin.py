@@ -41,5 +41,5 @@ class AgentStepFailureAdmin(RecordAdmin):
 
 @admin.register(WorkerFailure)
 class WorkerFailureAdmin(RecordAdmin):
-    list_display = ["task", "phase", "at", "error"]
+    list_display = ["task", "phase", "at", "last_at", "repeats", "error"]
     list_filter = ["task"]

@@ -5,6 +5,7 @@ agent, or in the worker) without stopping the engine."""
 from __future__ import annotations
 
 from django.db import models
+from django.utils import timezone
 
 
 class PhaseContestant(models.Model):
@@ -127,7 +128,9 @@ class AgentStepFailure(models.Model):
 
 class WorkerFailure(models.Model):
     """A part of a `phases run` round that raised (the tick, a phase's move, serving,
-    evaluations, storage): the worker logged it, kept the arena up and tried again."""
+    evaluations, storage): the worker logged it, kept the arena up and tried again. The same
+    failure again is counted on its row (`repeats`, `last_at`), so one that persists does not
+    hide the others."""
 
     task = models.CharField(max_length=64)
     phase = models.ForeignKey(
@@ -139,9 +142,11 @@ class WorkerFailure(models.Model):
     )
     error = models.TextField()
     at = models.DateTimeField(auto_now_add=True)
+    repeats = models.PositiveIntegerField(default=1)
+    last_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
-        ordering = ["-at", "-id"]
+        ordering = ["-last_at", "-id"]
 
     def __str__(self) -> str:
         return f"{self.task} failed at {self.at:%Y-%m-%d %H:%M:%S}"

@@ -173,4 +173,4 @@ def agent_step_failures_open() -> list[AgentStepFailure]:
 
 def worker_failures_recent(*, since: datetime, limit: int = 10) -> list[WorkerFailure]:
     """The engine's latest failures since `since`, newest first."""
-    return list(WorkerFailure.objects.filter(at__gte=since).select_related("phase")[:limit])
+    return list(WorkerFailure.objects.filter(last_at__gte=since).select_related("phase")[:limit])

@@ -226,10 +226,18 @@ def agent_steps_retry(*, engine: Engine | None = None) -> list[AgentStepFailure]
 def worker_failure_record(
     *, task: str, error: BaseException, phase_id: int | None = None
 ) -> WorkerFailure | None:
-    """Record a failed part of the engine's work, for the organizers' dashboard. Never raises:
-    it is called where something already failed, perhaps the database itself."""
+    """Record a failed part of the engine's work, for the organizers' dashboard; the same
+    failure as the last one of its task is counted on that row. Never raises: it is called
+    where something already failed, perhaps the database itself."""
+    text = _error_text(error)
     try:
-        return WorkerFailure.objects.create(task=task, phase_id=phase_id, error=_error_text(error))
+        last = WorkerFailure.objects.filter(task=task, phase_id=phase_id).first()
+        if last is not None and last.error == text:
+            WorkerFailure.objects.filter(pk=last.pk).update(
+                repeats=F("repeats") + 1, last_at=timezone.now()
+            )
+            return last
+        return WorkerFailure.objects.create(task=task, phase_id=phase_id, error=text)
     except Exception:  # the log keeps it when the database cannot
         log.exception("recording the failure of %s failed", task)
         return None
