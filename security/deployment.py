@@ -76,7 +76,9 @@ def _firewall() -> list[Problem]:
 
 def _model_servers() -> list[Problem]:
     servers = [
-        Server(name=contestant.name, base_url=contestant.base_url, api_key=contestant.api_key)
+        Server(
+            name=contestant.display_name, base_url=contestant.base_url, api_key=contestant.api_key
+        )
         for contestant in Contestant.objects.filter(active=True).exclude(base_url="")
     ]
     return checks.model_server_auth(servers)

@@ -1,0 +1,350 @@
+"""`python manage.py security check`: each check catches a problem planted for it, and the
+command exits non-zero on any problem and 0 on a clean deployment."""
+
+from __future__ import annotations
+
+import http.server
+import os
+import pwd
+import secrets
+import subprocess
+import threading
+from collections.abc import Iterator
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from agents.firewall import (
+    NftablesFirewall,
+    NoFirewall,
+    merge_ports,
+    parse_ports,
+    platform_ports,
+    ruleset,
+)
+from agents.models import Agent
+from security import checks
+from security.checks import Sandbox, Server
+from tests.factories import contestant
+
+ROOT = Path(__file__).resolve().parents[2]
+NOBODY = pwd.getpwnam("nobody").pw_uid
+TEST_TABLE = "rsi_arena_check_test"
+PORTS = [(8000, 8000), (5432, 5432), (8100, 8199)]
+
+
+# --- files ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def var_dir(tmp_path: Path) -> Path:
+    """A clean VAR_DIR: private, a 0600 secret, a private tree of logs."""
+    var = tmp_path / "var"
+    (var / "evals" / "phase-1").mkdir(parents=True)
+    (var / "evals" / "phase-1" / "items.jsonl").write_text("{}\n")
+    (var / "secret_key").write_text(secrets.token_urlsafe(50))
+    subprocess.run(["chmod", "-R", "go-rwx", str(var)], check=True)
+    return var
+
+
+def test_a_private_var_dir_is_clean(var_dir):
+    assert checks.private_files(var_dir) == []
+
+
+def test_a_world_readable_file_deep_in_var_dir_is_a_problem(var_dir):
+    planted = var_dir / "evals" / "phase-1" / "items.jsonl"
+    planted.chmod(0o644)
+    [problem] = checks.private_files(var_dir)
+    assert str(var_dir / "evals") in problem.what
+    assert f"chmod -R go-rwx {var_dir / 'evals'}" in problem.fix
+
+
+def test_an_open_var_dir_and_a_loose_secret_are_problems(var_dir):
+    var_dir.chmod(0o755)
+    (var_dir / "secret_key").chmod(0o640)
+    lines = [str(problem) for problem in checks.private_files(var_dir)]
+    assert any(f"{var_dir} is mode 0755" in line for line in lines)
+    assert any("secret_key" in line and "0640" in line for line in lines)
+
+
+def test_a_link_in_var_dir_is_not_followed(var_dir, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir(mode=0o755)
+    (outside / "world.txt").write_text("x")
+    (var_dir / "link").symlink_to(outside)
+    assert checks.private_files(var_dir) == []
+
+
+# --- Slurm ----------------------------------------------------------------------------------
+
+GOOD_CONFIG = """\
+AccountingStorageEnforce = associations,limits,qos,safe
+PriorityFlags           = MAX_TRES
+ProctrackType           = proctrack/cgroup
+TaskPlugin              = task/cgroup,task/affinity
+"""
+GOOD_PARTITION = "PartitionName=gpu Nodes=n[1-8] TRESBillingWeights=CPU=1,Mem=0.002,GRES/gpu=1\n"
+
+
+def test_the_expected_slurm_config_is_clean():
+    assert checks.slurm_enforcement(config=GOOD_CONFIG, partitions=GOOD_PARTITION) == []
+
+
+@pytest.mark.parametrize(
+    "planted,expected",
+    [
+        (("associations,limits,qos,safe", "associations,limits"), "lacks qos,safe"),
+        (("proctrack/cgroup", "proctrack/linuxproc"), "ProctrackType = proctrack/linuxproc"),
+        (("task/cgroup,task/affinity", "task/none"), "lacks task/cgroup"),
+    ],
+)
+def test_a_weakened_slurm_config_is_a_problem(planted, expected):
+    config = GOOD_CONFIG.replace(*planted)
+    [problem] = checks.slurm_enforcement(config=config, partitions=GOOD_PARTITION)
+    assert expected in problem.what
+
+
+def test_a_partition_that_bills_gpus_only_is_a_problem():
+    partition = GOOD_PARTITION.replace("CPU=1,Mem=0.002,", "CPU=0,")
+    [problem] = checks.slurm_enforcement(config=GOOD_CONFIG, partitions=partition)
+    assert "bills nothing for CPU,Mem" in problem.what
+
+
+@pytest.mark.skipif(not checks.slurm_running(), reason="no local Slurm cluster")
+def test_the_local_cluster_passes():
+    run = lambda *args: subprocess.run(["scontrol", *args], capture_output=True, text=True).stdout  # noqa: E731
+    problems = checks.slurm_enforcement(
+        config=run("show", "config"), partitions=run("show", "partition", "-o")
+    )
+    assert problems == []
+
+
+# --- secrets --------------------------------------------------------------------------------
+
+
+def _slurmdbd_conf(tmp_path: Path, password: str, mode: int = 0o600) -> Path:
+    conf = tmp_path / "slurmdbd.conf"
+    conf.write_text(f"StorageUser=slurm\nStoragePass={password}\nStorageLoc=slurm_acct_db\n")
+    conf.chmod(mode)
+    return conf
+
+
+STRONG = {"ARENA_SECRET_KEY": secrets.token_urlsafe(50)}
+
+
+def test_generated_secrets_are_clean(tmp_path):
+    conf = _slurmdbd_conf(tmp_path, secrets.token_hex(24))
+    assert checks.default_secrets(secrets=STRONG, slurmdbd_conf=conf, root_only=[conf]) == []
+
+
+def test_the_old_slurmdbd_password_is_a_problem(tmp_path):
+    conf = _slurmdbd_conf(tmp_path, "arena-slurm-local")
+    [problem] = checks.default_secrets(secrets=STRONG, slurmdbd_conf=conf, root_only=[])
+    assert "StoragePass is still the old fixed default" in problem.what
+    assert "infra/slurm/setup.sh" in problem.fix
+
+
+def test_a_readable_slurmdbd_conf_is_a_problem(tmp_path):
+    conf = _slurmdbd_conf(tmp_path, secrets.token_hex(24), mode=0o644)
+    [problem] = checks.default_secrets(secrets=STRONG, slurmdbd_conf=conf, root_only=[])
+    assert "mode 0644" in problem.what
+
+
+@pytest.mark.parametrize("value", ["django-insecure-abc", "short", "changeme" * 8])
+def test_a_placeholder_secret_key_is_a_problem(tmp_path, value):
+    [problem] = checks.default_secrets(
+        secrets={"ARENA_SECRET_KEY": value}, slurmdbd_conf=tmp_path / "none", root_only=[]
+    )
+    assert "ARENA_SECRET_KEY" in problem.what
+
+
+# --- firewall -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def test_firewall() -> Iterator[NftablesFirewall]:
+    """A table of its own, so the check is tried without touching the deployment's."""
+    firewall = NftablesFirewall(table=TEST_TABLE, ports=PORTS)
+    yield firewall
+    subprocess.run(["nft", "delete", "table", "inet", TEST_TABLE], check=False, capture_output=True)
+
+
+def _firewall_problems(firewall, *, ports=PORTS, gateway=8001) -> list[str]:
+    return [
+        str(problem)
+        for problem in checks.firewall_rules(
+            firewall=firewall, agent_users=["nobody"], platform_ports=ports, gateway_port=gateway
+        )
+    ]
+
+
+def test_an_installed_firewall_is_clean(test_firewall):
+    test_firewall.install(uids=[NOBODY])
+    assert _firewall_problems(test_firewall) == []
+
+
+def test_a_missing_table_is_a_problem(test_firewall):
+    [problem] = _firewall_problems(test_firewall)
+    assert "not loaded" in problem and "infra/firewall/setup.sh" in problem
+
+
+def test_an_agent_missing_from_the_set_is_a_problem(test_firewall):
+    test_firewall.install(uids=[NOBODY])
+    test_firewall.unblock(NOBODY)
+    [problem] = _firewall_problems(test_firewall)
+    assert f"agent user nobody (uid {NOBODY}) is not in the firewall's agents set" in problem
+
+
+def test_an_uncovered_port_and_a_closed_gateway_are_problems(test_firewall):
+    test_firewall.install(uids=[NOBODY])
+    problems = _firewall_problems(test_firewall, ports=[*PORTS, (6379, 6379)], gateway=8150)
+    assert any("platform ports 6379 are open to agents" in line for line in problems)
+    assert any("port 8150 (the agent gateway) is closed to agents" in line for line in problems)
+
+
+def test_no_firewall_is_a_problem():
+    [problem] = _firewall_problems(NoFirewall())
+    assert "AGENTS_FIREWALL=nftables" in problem
+
+
+def test_the_shipped_ruleset_is_what_the_default_settings_install():
+    """infra/firewall/setup.sh loads rsi-arena.nft without Python: it must not drift."""
+    defaults = merge_ports(parse_ports(["8000", "5432", "6379", "3306", "6819", "8100-8199"]))
+    shipped = (ROOT / "infra" / "firewall" / "rsi-arena.nft").read_text()
+    assert shipped == ruleset(table="rsi_arena", ports=defaults)
+    assert platform_ports() == defaults  # this machine's settings (PostgreSQL and Redis here)
+
+
+# --- model servers --------------------------------------------------------------------------
+
+
+class _ModelServer(http.server.BaseHTTPRequestHandler):
+    key: str | None = None
+
+    def do_GET(self) -> None:  # noqa: N802
+        wanted = f"Bearer {self.key}" if self.key else None
+        if wanted is not None and self.headers.get("Authorization") != wanted:
+            self.send_response(401)
+            self.end_headers()
+            return
+        body = b'{"data": [{"id": "/srv/checkpoints/agent_a/final"}]}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def model_server() -> Iterator[callable]:
+    started: list[http.server.ThreadingHTTPServer] = []
+
+    def start(key: str | None) -> str:
+        handler = type("Handler", (_ModelServer,), {"key": key})
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        started.append(server)
+        return f"http://127.0.0.1:{server.server_address[1]}/v1"
+
+    yield start
+    for server in started:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_model_server_that_answers_without_its_key_is_a_problem(model_server):
+    url = model_server(key=None)
+    [problem] = checks.model_server_auth([Server("contestant-a", url, "its-key")])
+    assert f"answers GET {url}/models without a key (HTTP 200)" in problem.what
+
+
+def test_a_model_server_that_asks_for_its_key_is_clean(model_server):
+    url = model_server(key="its-key")
+    assert checks.model_server_auth([Server("contestant-a", url, "its-key")]) == []
+
+
+def test_a_contestant_without_a_key_is_a_problem(model_server):
+    url = model_server(key="its-key")
+    [problem] = checks.model_server_auth([Server("contestant-a", url, "")])
+    assert "has no api_key" in problem.what
+
+
+# --- sandboxes ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path) -> Path:
+    home = tmp_path / "agent_home"
+    home.mkdir(mode=0o700)
+    os.chown(home, NOBODY, -1)
+    home.chmod(0o700)
+    return home
+
+
+def test_a_private_sandbox_is_clean(sandbox):
+    assert checks.sandboxes([Sandbox("trudy", "nobody", sandbox)]) == []
+
+
+def test_a_sandbox_at_0755_is_a_problem(sandbox):
+    sandbox.chmod(0o755)
+    [problem] = checks.sandboxes([Sandbox("trudy", "nobody", sandbox)])
+    assert "mode 0755" in problem.what and problem.fix == f"chmod 700 {sandbox}"
+
+
+def test_a_sandbox_owned_by_someone_else_is_a_problem(sandbox):
+    os.chown(sandbox, 0, -1)
+    [problem] = checks.sandboxes([Sandbox("trudy", "nobody", sandbox)])
+    assert problem.fix == f"chown nobody: {sandbox}"
+
+
+def test_a_sandbox_that_is_a_link_is_a_problem_and_not_followed(sandbox, tmp_path):
+    link = tmp_path / "link_home"
+    link.symlink_to(sandbox)
+    [problem] = checks.sandboxes([Sandbox("trudy", "nobody", link)])
+    assert "is a link, not a directory" in problem.what
+
+
+# --- the command ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def clean_deployment(settings, var_dir, test_firewall):
+    """This machine's Slurm and secrets, a private VAR_DIR and an installed firewall."""
+    settings.VAR_DIR = var_dir
+    settings.AGENTS_FIREWALL = "nftables"
+    settings.AGENTS_FIREWALL_TABLE = TEST_TABLE
+    call_command("security", "firewall", stdout=StringIO())
+    return settings
+
+
+@pytest.mark.django_db
+def test_the_command_exits_0_on_a_clean_deployment(clean_deployment, sandbox):
+    Agent.objects.create(name="trudy", unix_user="nobody", sandbox=str(sandbox))
+    call_command("security", "firewall", stdout=StringIO())  # trudy's uid joins the set
+    out = StringIO()
+    call_command("security", "check", stdout=out)
+    assert "no problems found" in out.getvalue()
+    assert "PROBLEM" not in out.getvalue()
+
+
+@pytest.mark.django_db
+def test_the_command_exits_1_with_one_line_per_problem(clean_deployment, sandbox, model_server):
+    Agent.objects.create(name="trudy", unix_user="nobody", sandbox=str(sandbox))
+    sandbox.chmod(0o755)
+    server = contestant("open-server")
+    server.base_url, server.api_key = model_server(key=None), "its-key"
+    server.save()
+    out = StringIO()
+    with pytest.raises(CommandError) as failed:
+        call_command("security", "check", stdout=out)
+    assert failed.value.returncode == 1
+    lines = [line for line in out.getvalue().splitlines() if line.startswith("PROBLEM")]
+    assert any("sandbox" in line and "chmod 700" in line for line in lines)
+    assert any("firewall's agents set" in line for line in lines)  # trudy came after the sync
+    assert any("open-server" in line and "without a key" in line for line in lines)
+    assert all(" -- fix: " in line for line in lines)
