@@ -158,6 +158,7 @@ def agent_provision(
         )
         period, storage_gib = settings.AGENTS_DEFAULT_PERIOD, settings.AGENTS_DEFAULT_STORAGE_GIB
         credit = Decimal(str(settings.AGENTS_DEFAULT_API_CREDIT_USD))
+    agent_firewall_block(unix_user=user)  # off the platform's ports before it has credentials
     account_ensure(
         name=user,
         unix_user=user,
@@ -177,7 +178,6 @@ def agent_provision(
             "credit_limit": credit,
         },
     )
-    agent_firewall_block(unix_user=user)  # off the platform's ports before it has credentials
     api_token = token_issue(agent=agent, kind=AgentToken.Kind.API)
     proxy_token = token_issue(agent=agent, kind=AgentToken.Kind.PROXY)
     config = home / ".arena" / "config"
