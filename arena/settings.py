@@ -170,10 +170,12 @@ ARENA_IDENTITY_WORDS = env_list(
 ARENA_SERVING_BACKEND = env_str("ARENA_SERVING_BACKEND", "local")
 ARENA_SERVING_HOST = env_str("ARENA_SERVING_HOST", "127.0.0.1")
 ARENA_SERVING_BASE_PORT = env_int("ARENA_SERVING_BASE_PORT", 8100, minimum=1)
-# The Slurm serving backend's server command (bash; the job sets $CHECKPOINT and $PORT).
+# The Slurm serving backend's server command (bash; the job sets $CHECKPOINT, $PORT and the
+# opaque $SERVED_MODEL_NAME, and exports the server's key as VLLM_API_KEY, which is vLLM's
+# --api-key: given on the command line, the key would show in `ps` on the node).
 ARENA_SERVING_SLURM_COMMAND = env_str(
     "ARENA_SERVING_SLURM_COMMAND",
-    'vllm serve "$CHECKPOINT" --host 0.0.0.0 --port "$PORT" --served-model-name "$CHECKPOINT"',
+    'vllm serve "$CHECKPOINT" --host 0.0.0.0 --port "$PORT" --served-model-name "$SERVED_MODEL_NAME"',
 )
 ARENA_MODELS_DIR = Path(env_str("ARENA_MODELS_DIR", str(VAR_DIR / "models")))
 

@@ -49,7 +49,10 @@ class ArenaServers:
             (endpoint,) = backend.start([checkpoint])
             self.running[contestant_id] = backend
             Contestant.objects.filter(pk=contestant_id).update(
-                base_url=endpoint.base_url, served_model_name=endpoint.model, active=True
+                base_url=endpoint.base_url,
+                served_model_name=endpoint.model,
+                api_key=endpoint.api_key,
+                active=True,
             )
             started.append(entry.contestant.display_name)
         return started

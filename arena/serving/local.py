@@ -4,12 +4,18 @@ The supervisor starts the server, waits until `/health` answers, restarts it whe
 or stops answering, and stops it cleanly (SIGTERM to its process group, then SIGKILL).
 It mirrors the production shape — one OpenAI-compatible server per contestant — so the
 arena cannot tell a local server from a vLLM job on a GPU node.
+
+Agents' Unix users share this machine, so each server runs behind its own key and under an
+opaque model name (arena/serving/guard.py): only the platform, which holds the key, gets an
+answer, and nothing it answers names the checkpoint.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -22,8 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from arena.serving.client import Endpoint
+from arena.serving.guard import KEY_VARIABLE
 
 log = logging.getLogger(__name__)
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 class ServerStartError(RuntimeError):
@@ -43,6 +51,30 @@ def transformers_cli() -> list[str]:
     )
 
 
+def guarded_serve_command() -> list[str]:
+    """`transformers serve` behind a key (arena/serving/guard.py), with this interpreter."""
+    if importlib.util.find_spec("transformers") is None:
+        raise ServerStartError("transformers is not installed (pip install transformers[serving])")
+    return [sys.executable, "-m", "arena.serving.guard"]
+
+
+def serving_secrets() -> tuple[str, str]:
+    """A new server's key and opaque model name: nothing in either tells who made the model."""
+    return secrets.token_urlsafe(32), f"contestant-{secrets.token_hex(8)}"
+
+
+def authorized_health(base_url: str, api_key: str) -> bool:
+    """Whether the server at `base_url` (no `/v1`) answers `/health` to the key's holder."""
+    request = urllib.request.Request(
+        f"{base_url}/health", headers={"Authorization": f"Bearer {api_key}"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=2) as reply:
+            return reply.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
 @dataclass
 class SupervisedModelServer:
     checkpoint: Path
@@ -54,15 +86,26 @@ class SupervisedModelServer:
     # Consecutive failed health checks of a live process before it is treated as hung.
     max_failed_checks: int = 10
     restarts: int = 0
+    # The key the platform's client sends and the name it asks for; new for every server.
+    api_key: str = field(default="", repr=False)
+    served_model_name: str = ""
     _process: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
     _stopping: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
     _watcher: threading.Thread | None = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
+    def __post_init__(self) -> None:
+        key, name = serving_secrets()
+        self.api_key = self.api_key or key
+        self.served_model_name = self.served_model_name or name
+
     @property
     def endpoint(self) -> Endpoint:
-        # `transformers serve` names a served model by the path it was loaded from.
-        return Endpoint(base_url=f"http://{self.host}:{self.port}/v1", model=str(self.checkpoint))
+        return Endpoint(
+            base_url=f"http://{self.host}:{self.port}/v1",
+            model=self.served_model_name,
+            api_key=self.api_key,
+        )
 
     @property
     def pid(self) -> int | None:
@@ -106,13 +149,7 @@ class SupervisedModelServer:
         )
 
     def healthy(self) -> bool:
-        try:
-            with urllib.request.urlopen(
-                f"http://{self.host}:{self.port}/health", timeout=2
-            ) as reply:
-                return reply.status == 200
-        except (urllib.error.URLError, OSError):
-            return False
+        return authorized_health(f"http://{self.host}:{self.port}", self.api_key)
 
     def stop(self, timeout_s: float = 10.0) -> None:
         self._stopping.set()
@@ -125,8 +162,8 @@ class SupervisedModelServer:
 
     def _spawn(self) -> None:
         command = [
-            *transformers_cli(),
-            "serve",
+            *guarded_serve_command(),
+            "--served-model-name", self.served_model_name,
             "--host", self.host,
             "--port", str(self.port),
             "--device", "cpu",
@@ -134,6 +171,11 @@ class SupervisedModelServer:
         ]  # fmt: skip
         env = {
             **os.environ,
+            # The key goes in the environment: a command line is readable by every user (ps).
+            KEY_VARIABLE: self.api_key,
+            "PYTHONPATH": os.pathsep.join(
+                filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])
+            ),
             "HF_HUB_OFFLINE": "1",
             "TRANSFORMERS_OFFLINE": "1",
             "HF_HUB_DISABLE_TELEMETRY": "1",

@@ -1,11 +1,19 @@
 """Slurm serving backend: each contestant's model server is a GPU job on the cluster.
 
 In production the job runs vLLM's OpenAI-compatible server; the command is a setting
-(`ARENA_SERVING_SLURM_COMMAND`, shell, with `$CHECKPOINT` and `$PORT`), so the test cluster can
-run `transformers serve` on its fake GPUs instead. The job picks a free port on its node,
+(`ARENA_SERVING_SLURM_COMMAND`, shell, with `$CHECKPOINT`, `$PORT` and `$SERVED_MODEL_NAME`),
+so the test cluster can run `transformers serve` (behind arena/serving/guard.py) on its fake
+GPUs instead. The job picks a free port on its node,
 writes where it listens to `endpoint.json` in its folder, and becomes the server; the backend
 waits for that file and for `/health`, then hands the arena an ordinary endpoint. Stopping
 cancels the jobs. Jobs run under the organizers' serving account, as the platform's user.
+
+A server listens on its node's address, where agents' jobs run too, so it answers only the
+holder of its key: the backend writes a new key per server to a 0600 file in the job's private
+folder, and the job script exports it as `VLLM_API_KEY` (vLLM's `--api-key`) and
+`ARENA_SERVE_KEY` (the guard's). It never appears on a command line (`ps`), in the sbatch
+script, or in the job's environment as Slurm records it. The model is served under an opaque
+name (`$SERVED_MODEL_NAME`), and the job is named after it, not after the checkpoint.
 """
 
 from __future__ import annotations
@@ -14,14 +22,11 @@ import json
 import os
 import pwd
 import time
-import urllib.error
-import urllib.request
-import uuid
 from pathlib import Path
 
 from arena.serving.backends import ServingBackend
 from arena.serving.client import Endpoint
-from arena.serving.local import ServerStartError
+from arena.serving.local import ServerStartError, authorized_health, serving_secrets
 from cluster.backends.base import AccountLimits, ClusterBackend, JobRequest, SubmitRefused
 from cluster.models import ClusterAccount, Job
 from cluster.selectors import job_output
@@ -32,10 +37,13 @@ SERVING_GPU_HOURS = 10_000  # the organizers' serving budget per period; a setti
 
 # Bash, run as the job. `{command}` is the configured server command.
 JOB_SCRIPT = """#!/bin/bash
-set -euo pipefail
+{memory}set -euo pipefail
 PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])')
 ADDRESS=$(scontrol show node "$SLURMD_NODENAME" | grep -o 'NodeAddr=[^ ]*' | cut -d= -f2)
-export PORT CHECKPOINT
+# The key is read from a file only the platform's user can read: never on a command line.
+ARENA_SERVE_KEY=$(<serve.key)
+VLLM_API_KEY=$ARENA_SERVE_KEY
+export PORT CHECKPOINT SERVED_MODEL_NAME ARENA_SERVE_KEY VLLM_API_KEY
 printf '{{"host": "%s", "port": %s}}\\n' "$ADDRESS" "$PORT" > endpoint.json.tmp
 mv endpoint.json.tmp endpoint.json
 exec {command}
@@ -53,6 +61,7 @@ class SlurmServingBackend(ServingBackend):
         ready_timeout_s: float = 600,
         cluster: ClusterBackend | None = None,
         period: str = "serving",
+        memory_mb: int | None = None,
     ) -> None:
         self.command = command
         self.folder = folder
@@ -61,22 +70,30 @@ class SlurmServingBackend(ServingBackend):
         self.ready_timeout_s = ready_timeout_s
         self.cluster = cluster
         self.period = period
+        # Host memory for the server; None takes the cluster's default, which a cluster that
+        # confines memory (cgroups) may set far below what a model server needs.
+        self.memory_mb = memory_mb
         self.jobs: list[Job] = []
 
     def start(self, checkpoints: list[Path]) -> list[Endpoint]:
         account = self._account()
-        started: list[tuple[Job, Path, Path]] = []
+        started: list[tuple[Job, Path, Path, Endpoint]] = []
         try:
             for checkpoint in checkpoints:
                 if not (checkpoint / "config.json").exists():
                     raise ServerStartError(
                         f"{checkpoint} is not a model checkpoint (no config.json)"
                     )
-                folder = self.folder / f"serve-{checkpoint.name}-{uuid.uuid4().hex[:8]}"
-                folder.mkdir(parents=True)
+                api_key, served_model_name = serving_secrets()
+                folder = self.folder / served_model_name
+                folder.mkdir(mode=0o700, parents=True)
+                _write_private(folder / "serve.key", api_key)
                 request = JobRequest(
-                    name=f"serve-{checkpoint.name}"[:60],
-                    script=JOB_SCRIPT.format(command=self.command),
+                    name=f"serve-{served_model_name}",
+                    script=JOB_SCRIPT.format(
+                        command=self.command,
+                        memory=f"#SBATCH --mem={self.memory_mb}M\n" if self.memory_mb else "",
+                    ),
                     nodes=1,
                     gpus_per_node=self.gpus,
                     time_limit_minutes=self.time_limit_minutes,
@@ -84,6 +101,7 @@ class SlurmServingBackend(ServingBackend):
                     workdir=folder,
                     env={
                         "CHECKPOINT": str(checkpoint.resolve()),
+                        "SERVED_MODEL_NAME": served_model_name,
                         "HF_HUB_OFFLINE": "1",
                         "TRANSFORMERS_OFFLINE": "1",
                     },
@@ -92,15 +110,13 @@ class SlurmServingBackend(ServingBackend):
                     job = job_submit(account=account, request=request, backend=self.cluster)
                 except SubmitRefused as refused:
                     raise ServerStartError(f"serving job refused: {refused.message}") from None
-                started.append((job, folder, checkpoint))
-            endpoints = [
-                self._wait_ready(job, folder, checkpoint) for job, folder, checkpoint in started
-            ]
+                started.append((job, folder, checkpoint, Endpoint("", served_model_name, api_key)))
+            endpoints = [self._wait_ready(*each) for each in started]
         except BaseException:
-            for job, _, _ in started:
+            for job, *_ in started:
                 job_cancel(job=job, backend=self.cluster)
             raise
-        self.jobs.extend(job for job, _, _ in started)
+        self.jobs.extend(job for job, *_ in started)
         return endpoints
 
     def stop(self) -> None:
@@ -125,17 +141,15 @@ class SlurmServingBackend(ServingBackend):
             backend=self.cluster,
         )
 
-    def _wait_ready(self, job: Job, folder: Path, checkpoint: Path) -> Endpoint:
+    def _wait_ready(self, job: Job, folder: Path, checkpoint: Path, served: Endpoint) -> Endpoint:
         deadline = time.monotonic() + self.ready_timeout_s
         where = folder / "endpoint.json"
         while time.monotonic() < deadline:
             if where.exists():
                 endpoint = json.loads(where.read_text())
                 base = f"http://{endpoint['host']}:{endpoint['port']}"
-                if _healthy(base):
-                    # Both vLLM and `transformers serve` name the model by the path it was
-                    # loaded from, which the job was given.
-                    return Endpoint(base_url=f"{base}/v1", model=str(checkpoint.resolve()))
+                if authorized_health(base, served.api_key):
+                    return Endpoint(f"{base}/v1", served.model, served.api_key)
             cluster_sync(backend=self.cluster, account_names=[SERVING_ACCOUNT])
             job.refresh_from_db()
             if job.finished:
@@ -150,9 +164,7 @@ class SlurmServingBackend(ServingBackend):
         )
 
 
-def _healthy(base_url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{base_url}/health", timeout=2) as reply:
-            return reply.status == 200
-    except (urllib.error.URLError, OSError):
-        return False
+def _write_private(path: Path, text: str) -> None:
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(descriptor, "w") as file:
+        file.write(text)

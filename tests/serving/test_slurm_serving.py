@@ -6,11 +6,16 @@ from __future__ import annotations
 
 import asyncio
 import shlex
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from django.conf import settings
 
 from arena.serving.client import StreamEnd, stream_chat
-from arena.serving.local import ServerStartError, transformers_cli
+from arena.serving.local import REPO_ROOT, ServerStartError, guarded_serve_command
 from arena.serving.slurm import SERVING_ACCOUNT, SlurmServingBackend
 from cluster.models import Job
 from tests.cluster.conftest import wait_for_state
@@ -18,10 +23,23 @@ from tests.cluster.conftest import wait_for_state
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 TEST_COMMAND = (
-    "env OMP_NUM_THREADS=1 "
-    + " ".join(shlex.quote(part) for part in transformers_cli())
-    + ' serve --host 0.0.0.0 --port "$PORT" --device cpu "$CHECKPOINT"'
+    f"env OMP_NUM_THREADS=1 PYTHONPATH={shlex.quote(str(REPO_ROOT))} "
+    + " ".join(shlex.quote(part) for part in guarded_serve_command())
+    + ' --served-model-name "$SERVED_MODEL_NAME" --host 0.0.0.0 --port "$PORT" --device cpu'
+    + ' "$CHECKPOINT"'
 )
+
+SERVER_MEMORY_MB = 1500  # a tiny model's server; the cluster confines jobs to what they ask
+
+
+@pytest.fixture
+def serving_folder() -> Iterator[Path]:
+    """The backend's folder, in the platform's var/ as in production: a job's /tmp is its own
+    (job_container/tmpfs), so a folder under pytest's /tmp would not be the job's."""
+    folder = Path(settings.VAR_DIR) / "test-serving" / uuid.uuid4().hex[:8]
+    folder.mkdir(parents=True)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 async def answer(endpoint) -> tuple[str, StreamEnd]:
@@ -40,11 +58,13 @@ async def answer(endpoint) -> tuple[str, StreamEnd]:
     return "".join(parts), end
 
 
-def test_a_contestant_is_served_by_a_gpu_job_and_stopped_with_it(tiny_models, slurm, tmp_path):
-    tmp_path.chmod(0o755)
+def test_a_contestant_is_served_by_a_gpu_job_and_stopped_with_it(
+    tiny_models, slurm, serving_folder
+):
     backend = SlurmServingBackend(
-        command=TEST_COMMAND, folder=tmp_path, cluster=slurm, ready_timeout_s=180
-    )
+        command=TEST_COMMAND, folder=serving_folder, cluster=slurm, ready_timeout_s=180,
+        memory_mb=SERVER_MEMORY_MB,
+    )  # fmt: skip
     try:
         (endpoint,) = backend.start([tiny_models / "instruct"])
         (job,) = Job.objects.filter(account__name=SERVING_ACCOUNT)
