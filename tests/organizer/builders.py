@@ -43,7 +43,8 @@ def job(
     account = ClusterAccount.objects.get(name=agent.cluster_account)
     row = Job.objects.create(
         account=account, period=account.period, backend="local",
-        scheduler_id=str(next(_numbers)), name=name, qos="normal", nodes=1, gpus=gpus,
+        # Ids far above what a test's own local cluster hands out, so its jobs never collide.
+        scheduler_id=str(1_000_000 + next(_numbers)), name=name, qos="normal", nodes=1, gpus=gpus,
         time_limit_minutes=600, workdir="/tmp", script="", stdout_path="", state=state,
         started_at=runs[0][0] if runs else None,
         ended_at=runs[-1][1] if runs and state in Job.FINISHED else None,

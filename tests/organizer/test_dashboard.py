@@ -110,9 +110,11 @@ def test_staff_see_every_section_with_real_rows(staff, competition):
 def test_the_cluster_section_shows_each_node_the_queue_and_gpus_per_qos(
     staff, competition, local_cluster, tmp_path
 ):
+    # The local cluster runs a job as its account's Unix user, which must exist: root here.
+    ClusterAccount.objects.filter(name="acct_ann").update(unix_user="root")
     account = ClusterAccount.objects.get(name="acct_ann")
     local_cluster.account_apply(
-        account=account.name, unix_user="agent_ann", limits=AccountLimits(100, 8, 8, 24)
+        account=account.name, unix_user="root", limits=AccountLimits(100, 8, 8, 24)
     )
 
     def submit(name: str, gpus: int, *, preemptible: bool = False):
