@@ -18,7 +18,6 @@ from tests.conftest import TEST_LOG_DIR
 
 pytestmark = pytest.mark.slow
 
-UPSTREAM_KEY = "sk-upstream-DO-NOT-LEAK-4242"
 MESSAGES = [{"role": "user", "content": "What is 2 plus 3?"}]
 
 
@@ -29,7 +28,7 @@ def upstream(model_servers):
         name="tiny-chat",
         base_url=endpoint.base_url,
         upstream_model=endpoint.model,
-        api_key=UPSTREAM_KEY,
+        api_key=endpoint.api_key,  # the model server's own key: it answers no one else
         usd_per_million_prompt_tokens=Decimal("1000"),  # $0.001 a token: budgets run out fast
         usd_per_million_completion_tokens=Decimal("2000"),
         max_completion_tokens=64,
@@ -143,7 +142,7 @@ def test_the_upstream_key_never_reaches_an_agent_or_a_log(arena, upstream):
     assert "data: " in streamed.text
     seen = raw.text + str(dict(raw.headers)) + streamed.text + str(dict(streamed.headers))
     seen += str(client.models.with_raw_response.list().text)
-    assert UPSTREAM_KEY not in seen
+    assert upstream.api_key not in seen
     for call in ProxyCall.objects.all():
-        assert UPSTREAM_KEY not in str(call.__dict__)
-    assert UPSTREAM_KEY not in Path(TEST_LOG_DIR / "daphne.log").read_text()
+        assert upstream.api_key not in str(call.__dict__)
+    assert upstream.api_key not in Path(TEST_LOG_DIR / "daphne.log").read_text()

@@ -36,7 +36,7 @@ def test_a_phase_evaluation_runs_on_slurm_and_its_results_are_stored(
     served = model_servers["base"]
     base = Contestant.objects.create(
         display_name="tiny-base", base_url=served.base_url, served_model_name=served.model,
-        checkpoint_path=phase.competition.base_model,
+        api_key=served.api_key, checkpoint_path=phase.competition.base_model,
     )  # fmt: skip
 
     (run,) = evaluations_queue(
