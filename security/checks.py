@@ -11,6 +11,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import pwd
+import shutil
 import socket
 import stat
 import subprocess
@@ -332,6 +333,55 @@ def firewall_rules(
 
 def _covered(state, low: int, high: int) -> bool:
     return any(have_low <= low and high <= have_high for have_low, have_high in state.ports)
+
+
+# --- the databases' Unix sockets ------------------------------------------------------------
+
+POSTGRES_SOCKET_DIR = Path("/var/run/postgresql")
+MARIADB_SOCKET = Path("/run/mysqld/mysqld.sock")
+
+
+def database_sockets(
+    *,
+    postgres_dir: Path = POSTGRES_SOCKET_DIR,
+    mariadb_socket: Path = MARIADB_SOCKET,
+    other_user: str = "nobody",
+) -> list[Problem]:
+    """The packet filter sees TCP only. PostgreSQL's socket folder must be closed to other
+    users, and MariaDB's root must refuse another Unix user on the socket (tried for real, as
+    `other_user`, when this runs as root)."""
+    fix = "run infra/firewall/setup.sh as root"
+    problems: list[Problem] = []
+    try:
+        info = postgres_dir.lstat()
+    except FileNotFoundError:
+        info = None
+    if info is not None and stat.S_IMODE(info.st_mode) & 0o007:
+        problems.append(
+            Problem(
+                f"{postgres_dir} is mode {_mode(info.st_mode)}: every user reaches PostgreSQL's "
+                "socket",
+                f"chmod o-rwx {postgres_dir} ({fix})",
+            )
+        )
+    if os.geteuid() == 0 and mariadb_socket.exists() and shutil.which("mysql"):
+        attempt = [
+            "runuser", "-u", other_user, "--", "mysql", f"--socket={mariadb_socket}",
+            "--connect-timeout=5", "-u", "root", "-e", "SELECT 1",
+        ]  # fmt: skip
+        try:
+            done = subprocess.run(attempt, capture_output=True, text=True, timeout=30)
+        except subprocess.TimeoutExpired:
+            done = None
+        if done is not None and done.returncode == 0:
+            problems.append(
+                Problem(
+                    f"MariaDB's root answers Unix user {other_user} on {mariadb_socket} "
+                    "without a password",
+                    f"ALTER USER 'root'@'localhost' IDENTIFIED VIA unix_socket ({fix})",
+                )
+            )
+    return problems
 
 
 # --- model servers --------------------------------------------------------------------------

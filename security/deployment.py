@@ -29,6 +29,7 @@ def deployment_checks() -> list[Check]:
         Check("Slurm enforcement, billing and cgroups", _slurm),
         Check("secrets not at defaults", _secrets),
         Check("firewall keeps agents off platform ports", _firewall),
+        Check("database sockets closed to other users", checks.database_sockets),
         Check("model servers require their key", _model_servers),
         Check("sandboxes 0700 and owned by their agent", _sandboxes),
     ]

@@ -26,6 +26,16 @@ fi
 
 nft -f "$HERE/rsi-arena.nft"
 
+# The packet filter sees TCP only; the databases also listen on Unix sockets, where these
+# machines trust anyone: PostgreSQL (`local all all trust`) and MariaDB's root (no password).
+# Only PostgreSQL's own user (and root) may enter its socket folder; MariaDB's root logs in
+# through the socket as the OS root only. slurmdbd keeps its own password on the socket.
+# Both live in /run: run this again after a reboot, as for the table.
+if [ -d /var/run/postgresql ]; then chmod o-rwx /var/run/postgresql; fi
+if command -v mysql >/dev/null && mysqladmin ping >/dev/null 2>&1; then
+  printf '%s' "ALTER USER 'root'@'localhost' IDENTIFIED VIA unix_socket;" | mysql
+fi
+
 uids=$(getent passwd | awk -F: '$1 ~ /^agent_/ { print $3 }' | paste -sd, -)
 if [ -n "$uids" ]; then nft add element inet "$TABLE" agents "{ $uids }"; fi
 

@@ -24,6 +24,8 @@ import pytest
 from django.conf import settings
 from django.core.management import call_command
 
+from agents.firewall import firewall_from_settings
+from agents.services import agent_deprovision
 from tests.conftest import ROOT, TEST_LOG_DIR, _database_url_for_subprocess, _free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -120,6 +122,17 @@ def test_the_host_address_and_ipv6_loopback_are_covered_too(trudy):
         assert reach_as(trudy.user, 6379, "::1") == "refused"
 
 
+def test_an_agent_cannot_reach_the_databases_through_their_unix_sockets(trudy):
+    """The packet filter sees TCP only. On these machines PostgreSQL trusts every local socket
+    connection and MariaDB's root has no password on its socket: both are superusers."""
+    postgres = trudy.shell(
+        "PGCONNECT_TIMEOUT=5 psql -h /var/run/postgresql -U postgres -d postgres -Atc 'select 1'"
+    )
+    assert postgres.returncode != 0, "the agent is PostgreSQL's superuser over its socket"
+    mariadb = trudy.shell("mysql --connect-timeout=5 -u root -e 'select 1'")
+    assert mariadb.returncode != 0, "the agent is MariaDB's root over its socket"
+
+
 def test_the_gateway_slurmctld_and_other_ports_stay_reachable(trudy):
     gateway = settings.AGENTS_GATEWAY_PORT
     # A test's live arena runs on a free port; agents call it and must keep reaching it.
@@ -139,10 +152,6 @@ def test_an_agent_still_submits_with_plain_sbatch(trudy):
 def test_deprovisioning_takes_the_uid_out_and_reinstalling_puts_active_agents_back(
     players, sandboxes, slurm, settings
 ):
-    from agents.firewall import firewall_from_settings
-
-    from agents.services import agent_deprovision
-
     settings.AGENTS_FIREWALL = "nftables"
     trudy = players("sec_ports_trudy")
     gone = players("sec_ports_gone")

@@ -217,6 +217,19 @@ def test_the_shipped_ruleset_is_what_the_default_settings_install():
     assert platform_ports() == defaults  # this machine's settings (PostgreSQL and Redis here)
 
 
+# --- database sockets -----------------------------------------------------------------------
+
+
+def test_an_open_postgresql_socket_folder_is_a_problem(tmp_path):
+    folder = tmp_path / "postgresql"
+    folder.mkdir()
+    folder.chmod(0o2775)
+    [problem] = checks.database_sockets(postgres_dir=folder, mariadb_socket=tmp_path / "none")
+    assert "every user reaches PostgreSQL's socket" in problem.what
+    folder.chmod(0o2770)
+    assert checks.database_sockets(postgres_dir=folder, mariadb_socket=tmp_path / "none") == []
+
+
 # --- model servers --------------------------------------------------------------------------
 
 
