@@ -361,3 +361,25 @@ def test_the_command_exits_1_with_one_line_per_problem(clean_deployment, sandbox
     assert any("firewall's agents set" in line for line in lines)  # trudy came after the sync
     assert any("open-server" in line and "without a key" in line for line in lines)
     assert all(" -- fix: " in line for line in lines)
+
+
+@pytest.mark.django_db
+def test_without_slurm_the_local_backend_skips_the_slurm_check(clean_deployment, monkeypatch):
+    clean_deployment.CLUSTER_BACKEND = "local"
+    monkeypatch.setattr(checks, "slurm_running", lambda: False)
+    out = StringIO()
+    call_command("security", "check", stdout=out)
+    assert (
+        "skipped  Slurm enforcement, billing and cgroups: CLUSTER_BACKEND is local"
+        in out.getvalue()
+    )
+
+
+@pytest.mark.django_db
+def test_without_slurm_the_slurm_backend_is_a_problem(clean_deployment, monkeypatch):
+    clean_deployment.CLUSTER_BACKEND = "slurm"
+    monkeypatch.setattr(checks, "slurm_running", lambda: False)
+    out = StringIO()
+    with pytest.raises(CommandError):
+        call_command("security", "check", stdout=out)
+    assert "finds no controller" in out.getvalue()
