@@ -237,12 +237,12 @@ def sandbox_path(agent: Agent, path: str) -> SandboxPath:
         raise RegistrationRefused(f"{where} does not exist") from None
     except OSError as refused:  # a link or a file where a folder should be, on the way
         raise RegistrationRefused(str(refused)) from None
+    except ValueError:  # a NUL byte in the path
+        raise RegistrationRefused(f"{path!r} is not a usable path") from None
     if not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)):
         raise RegistrationRefused(
             f"{where} is {kind_of(info.st_mode)}; register the file or folder itself"
         )
-    except ValueError:  # a NUL byte in the path
-        raise RegistrationRefused(f"{path!r} is not a usable path") from None
     return where
 
 
