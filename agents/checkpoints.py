@@ -1,30 +1,79 @@
-"""Is a directory a checkpoint the arena can serve? Checked without loading the weights.
+"""Is a directory a checkpoint the arena can serve? Checked without loading the weights, in
+bounded time and memory whatever its files claim.
 
 A checkpoint passes when it is safetensors only (no pickle: `.bin`, `.pt`, `.pkl`, `.pth`
 can run code when loaded), has a config and a tokenizer with a chat template and an
 end-of-turn token, and its weights match the model its config describes — every tensor the
-model needs is there with the right shape, as `from_pretrained` would require. The weights
-are compared by their safetensors headers against a model built on PyTorch's meta device,
-so a 30B checkpoint is checked in seconds and without its memory.
+model needs is there with the right shape, as `from_pretrained` would require.
 
-The folder is the agent's: its files are read through `cluster.sandbox_files` (no link is
-followed, every read is bounded), and transformers reads private copies of the settings.
+Everything in the folder is the agent's text, so the checks go from cheap to costly, and each
+bounds the next:
+1. The files: read through `cluster.sandbox_files` (no link followed, every read bounded);
+   the settings within their sizes.
+2. `config.json`, parsed here: its dimensions whole numbers within bounds, heads that divide
+   the width, the parameter count they imply under `AGENTS_CHECKPOINT_MAX_PARAMETERS`.
+3. The weights, known by their safetensors headers (read here, within `MAX_HEADER_BYTES`):
+   well-formed, their data inside the file, as many layers as the config says, and no more
+   parameters than the maximum — so a config of a million layers over weights of four is
+   refused before anything is built.
+4. Only then transformers, in a child process (`agents.checkpoint_probe`) under a timeout and
+   an address-space limit: it loads the tokenizer and the config from a private copy of the
+   settings and builds the model on PyTorch's meta device; its tensor shapes are compared
+   with the headers here. The site process never builds a model.
+Every refusal is a `CheckpointInvalid` saying what to fix.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import os
+import re
+import subprocess
+import sys
 import tempfile
-import threading
 from dataclasses import dataclass
 from pathlib import Path
+
+from django.conf import settings
 
 from cluster.sandbox_files import SandboxPath, UnsafePath, kind_of, open_file, read_bytes, walk
 
 PICKLE_SUFFIXES = {".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt"}
 MAX_ENTRIES = 10_000  # files and folders in a checkpoint folder, all levels
 MAX_SETTINGS_FILE_BYTES = 128 * 1024**2  # a large vocabulary's tokenizer.json is tens of MB
+MAX_CONFIG_BYTES = 1024**2  # config.json and generation_config.json are a few kB
 MAX_HEADER_BYTES = 100 * 1024**2  # the safetensors library's own limit
+MAX_TENSORS = 200_000
+# Loaded by transformers (in the probe): each within MAX_SETTINGS_FILE_BYTES or refused.
+SETTINGS_FILES = {
+    "config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
+    "special_tokens_map.json", "added_tokens.json", "chat_template.jinja", "chat_template.json",
+    "tokenizer.model", "vocab.json", "merges.txt", "vocab.txt", "spiece.model",
+}  # fmt: skip
+SAFETENSORS_DTYPES = {
+    "BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "I16": 2, "U16": 2, "F16": 2,
+    "BF16": 2, "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8,
+}  # fmt: skip
+
+# config.json's dimensions under their names across architectures; each, where present, must
+# be a whole number from 1 to its bound.
+DIMENSIONS = {
+    "layers": (("num_hidden_layers", "n_layer", "num_layers"), 10_000),
+    "hidden": (("hidden_size", "n_embd", "d_model"), 1 << 20),
+    "intermediate": (("intermediate_size", "n_inner", "ffn_dim"), 1 << 22),
+    "vocab": (("vocab_size",), 1 << 23),
+    "heads": (("num_attention_heads", "n_head"), 1 << 14),
+    "kv_heads": (("num_key_value_heads",), 1 << 14),
+    "head_dim": (("head_dim",), 1 << 16),
+    "positions": (("max_position_embeddings", "n_positions"), 1 << 24),
+    "experts": (("num_local_experts", "num_experts", "n_routed_experts"), 1 << 12),
+}
+# A layer's index in a tensor's name: model.layers.3.mlp…, transformer.h.3.attn…
+LAYER_INDEX = re.compile(r"(?:^|\.)(?:layers|h|blocks|layer)\.(\d+)\.")
+# The config may describe somewhat more than a rough count of the weights (architectures differ
+# in what the estimate leaves out); not this many times more.
+IMPLIED_OVER_WEIGHTS = 4
 
 
 class CheckpointInvalid(ValueError):
@@ -39,22 +88,11 @@ class CheckpointFacts:
     weight_files: list[str]
 
 
-# transformers imports lazily; two request threads importing it for the first time at once
-# can see a half-initialised module ("cannot import name 'AutoConfig'"), so one at a time.
-_IMPORT_LOCK = threading.Lock()
-
-
 def inspect_checkpoint(path: SandboxPath | Path) -> CheckpointFacts:
     """Check the checkpoint folder `path` (in a sandbox: nothing in it is followed or trusted).
 
     Its top level must hold regular files and folders only: a link (to a rival's weights, to
-    a root file) is refused by name. The settings files are copied, each within
-    `MAX_SETTINGS_FILE_BYTES`, into a private folder that transformers reads; the weights are
-    known by their safetensors headers, read within `MAX_HEADER_BYTES`."""
-    with _IMPORT_LOCK:
-        import torch
-        from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-
+    a root file) is refused by name."""
     folder = path if isinstance(path, SandboxPath) else SandboxPath(path)
     try:
         entries = list(walk(folder, max_entries=MAX_ENTRIES))
@@ -81,32 +119,51 @@ def inspect_checkpoint(path: SandboxPath | Path) -> CheckpointFacts:
     weights = sorted(name for name in files if name.endswith(".safetensors"))
     if not weights:
         raise CheckpointInvalid("no *.safetensors weights")
+    for name in SETTINGS_FILES & files.keys():
+        bound = MAX_CONFIG_BYTES if name.endswith("config.json") else MAX_SETTINGS_FILE_BYTES
+        if files[name].info.st_size > bound:
+            raise CheckpointInvalid(f"{name} is larger than {bound} bytes")
+
+    config = json_object(folder / "config.json")
+    dimensions = config_dimensions(config)
+    implied = implied_parameters(dimensions, config)
+    maximum = settings.AGENTS_CHECKPOINT_MAX_PARAMETERS
+    if implied is not None and implied > maximum:
+        raise CheckpointInvalid(
+            f"config.json describes a model of about {implied:,} parameters, more than the "
+            f"{maximum:,} allowed"
+        )
+    found: dict[str, tuple[int, ...]] = {}
+    for name in weights:
+        found.update(safetensors_shapes(folder / name))
+        if len(found) > MAX_TENSORS:
+            raise CheckpointInvalid(f"the weights hold more than {MAX_TENSORS} tensors")
+    held = sum(math.prod(shape) for shape in found.values())
+    if held > maximum:
+        raise CheckpointInvalid(
+            f"the weights hold {held:,} parameters, more than the {maximum:,} allowed"
+        )
+    _layers_match(dimensions, found)
+    if implied is not None and implied > IMPLIED_OVER_WEIGHTS * held + 1_000_000:
+        raise CheckpointInvalid(
+            f"config.json describes a model of about {implied:,} parameters; the weights hold "
+            f"{held:,}"
+        )
+    end_of_turn_ids = _end_of_turn_ids(folder, files, dimensions.get("vocab"))
+
     with tempfile.TemporaryDirectory(prefix="checkpoint-settings-") as private:
-        settings = Path(private)
         for name, entry in files.items():
             if name in weights or entry.info.st_size > MAX_SETTINGS_FILE_BYTES:
                 continue  # not needed to load the settings; too large ones are not copied
             try:
-                (settings / name).write_bytes(
-                    read_bytes(entry.where, max_bytes=MAX_SETTINGS_FILE_BYTES)
-                )
+                content = read_bytes(entry.where, max_bytes=MAX_SETTINGS_FILE_BYTES)
             except OSError as exc:  # changed since the listing: a link now, say
                 raise CheckpointInvalid(str(exc)) from None
-        try:
-            tokenizer = AutoTokenizer.from_pretrained(settings, local_files_only=True)
-        except Exception as exc:  # transformers raises many kinds
-            raise CheckpointInvalid(f"the tokenizer does not load: {exc}") from None
-        if not getattr(tokenizer, "chat_template", None):
-            raise CheckpointInvalid("the tokenizer has no chat template")
-        end_of_turn = _end_of_turn(settings, tokenizer)
-        config = AutoConfig.from_pretrained(settings, local_files_only=True)
-    with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(config)
-    expected = {name: tuple(t.shape) for name, t in model.state_dict().items()}
-    found: dict[str, tuple[int, ...]] = {}
-    for name in weights:
-        found.update(safetensors_shapes(folder / name))
-    tied = getattr(config, "tie_word_embeddings", False)
+            (Path(private) / name).write_bytes(content)
+        built = _probe(Path(private), end_of_turn_ids)
+
+    expected = {name: tuple(shape) for name, shape in built["shapes"].items()}
+    tied = built["tie_word_embeddings"]
     missing = [n for n in expected if n not in found and not (tied and n == "lm_head.weight")]
     if missing:
         raise CheckpointInvalid(
@@ -119,50 +176,179 @@ def inspect_checkpoint(path: SandboxPath | Path) -> CheckpointFacts:
             f"{name} has shape {found[name]}, the config needs {expected[name]}"
         )
     return CheckpointFacts(
-        architecture=type(model).__name__,
-        parameters=sum(p.numel() for p in model.parameters()),
-        end_of_turn_token=end_of_turn,
+        architecture=built["architecture"],
+        parameters=built["parameters"],
+        end_of_turn_token=built["end_of_turn_token"],
         weight_files=weights,
     )
 
 
-def safetensors_shapes(where: SandboxPath) -> dict[str, tuple[int, ...]]:
-    """Tensor name -> shape, from the file's header alone: an 8-byte little-endian length, then
-    that many bytes of JSON. Read without following a link and within MAX_HEADER_BYTES."""
+def json_object(where: SandboxPath) -> dict:
+    """A settings file's JSON object, read within MAX_CONFIG_BYTES."""
     try:
-        with open_file(where) as weights:
-            length = int.from_bytes(weights.read(8), "little")
-            if length > MAX_HEADER_BYTES:
-                raise CheckpointInvalid(f"{where.name}: a header of {length} bytes is too large")
-            header = json.loads(weights.read(length))
+        data = json.loads(read_bytes(where, max_bytes=MAX_CONFIG_BYTES))
     except OSError as exc:
         raise CheckpointInvalid(str(exc)) from None
+    except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError included
+        raise CheckpointInvalid(f"{where.name} is not valid JSON") from None
+    if not isinstance(data, dict):
+        raise CheckpointInvalid(f"{where.name} must hold a JSON object")
+    return data
+
+
+def config_dimensions(config: dict) -> dict[str, int]:
+    """The config's dimensions that are present, each checked to be a whole number in bounds."""
+    if not isinstance(config.get("model_type"), str):
+        raise CheckpointInvalid("config.json has no model_type")
+    found: dict[str, int] = {}
+    for dimension, (names, bound) in DIMENSIONS.items():
+        for name in names:
+            if name not in config:
+                continue
+            value = config[name]
+            if value is None and dimension in {"head_dim", "kv_heads", "intermediate", "experts"}:
+                continue  # the architecture's default
+            if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= bound:
+                raise CheckpointInvalid(
+                    f"config.json: {name} must be a whole number from 1 to {bound}, not {value!r}"
+                )
+            found.setdefault(dimension, value)
+    if "layers" not in found:
+        raise CheckpointInvalid("config.json gives no number of layers (num_hidden_layers)")
+    heads, hidden = found.get("heads"), found.get("hidden")
+    if heads and hidden and "head_dim" not in found and hidden % heads:
+        raise CheckpointInvalid(
+            f"config.json: hidden_size {hidden} is not a multiple of num_attention_heads {heads}"
+        )
+    if heads and found.get("kv_heads") and heads % found["kv_heads"]:
+        raise CheckpointInvalid(
+            f"config.json: num_attention_heads {heads} is not a multiple of "
+            f"num_key_value_heads {found['kv_heads']}"
+        )
+    return found
+
+
+def implied_parameters(dimensions: dict[str, int], config: dict) -> int | None:
+    """A rough count of a decoder's parameters from its config (embeddings, attention, a gated
+    MLP per expert); None where the config lacks the sizes to say."""
+    hidden, layers, vocab = (dimensions.get(k) for k in ("hidden", "layers", "vocab"))
+    if not (hidden and layers and vocab):
+        return None
+    heads = dimensions.get("heads", 1)
+    head_dim = dimensions.get("head_dim", hidden // heads)
+    kv_heads = dimensions.get("kv_heads", heads)
+    intermediate = dimensions.get("intermediate", 4 * hidden)
+    attention = 2 * hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim
+    mlp = 2 * hidden * intermediate * dimensions.get("experts", 1)
+    embeddings = vocab * hidden * (1 if config.get("tie_word_embeddings") else 2)
+    return embeddings + layers * (attention + mlp)
+
+
+def _layers_match(dimensions: dict[str, int], found: dict[str, tuple[int, ...]]) -> None:
+    indices = {int(m.group(1)) for name in found if (m := LAYER_INDEX.search(name))}
+    if indices and dimensions["layers"] != len(indices):
+        raise CheckpointInvalid(
+            f"config.json describes {dimensions['layers']} layers; the weights hold {len(indices)}"
+        )
+
+
+def _end_of_turn_ids(folder: SandboxPath, files: dict[str, object], vocab: int | None) -> list[int]:
+    """generation_config.json's eos_token_id (one id or a list), each a token of the vocabulary;
+    none when there is no such file or field (the tokenizer's eos is used)."""
+    if "generation_config.json" not in files:
+        return []
+    eos = json_object(folder / "generation_config.json").get("eos_token_id")
+    ids = eos if isinstance(eos, list) else [] if eos is None else [eos]
+    limit = vocab or 1 << 23
+    if len(ids) > 64 or not all(
+        isinstance(i, int) and not isinstance(i, bool) and 0 <= i < limit for i in ids
+    ):
+        raise CheckpointInvalid(
+            f"generation_config.json: eos_token_id must be token ids from 0 to {limit - 1}"
+        )
+    return ids
+
+
+def _probe(folder: Path, end_of_turn_ids: list[int]) -> dict:
+    """transformers' view of the settings in `folder`, from a bounded child process."""
+    memory = settings.AGENTS_CHECKPOINT_PROBE_MEMORY_MIB * 1024**2
+    timeout = settings.AGENTS_CHECKPOINT_PROBE_TIMEOUT_S
+
+    environment = {
+        key: value
+        for key, value in os.environ.items()
+        if key in {"PATH", "LANG", "LC_ALL", "HOME", "TMPDIR", "VIRTUAL_ENV"}
+    }
+    environment.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS="1")
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "agents.checkpoint_probe", str(folder),
+             json.dumps(end_of_turn_ids), str(memory)],
+            cwd=Path(__file__).resolve().parent.parent, env=environment, capture_output=True,
+            timeout=timeout, check=False,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        raise CheckpointInvalid(
+            f"loading the config and tokenizer took longer than {timeout} s"
+        ) from None
+    lines = done.stdout.decode("utf-8", "replace").strip().splitlines()
+    try:
+        built = json.loads(lines[-1]) if lines else None
     except ValueError:
+        built = None
+    if not isinstance(built, dict):
+        why = done.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no answer"]
+        raise CheckpointInvalid(
+            f"loading the config and tokenizer failed (within {memory // 1024**2} MiB): {why[0]}"
+        )
+    if "error" in built:
+        raise CheckpointInvalid(str(built["error"])[:2000])
+    return built
+
+
+def safetensors_shapes(where: SandboxPath) -> dict[str, tuple[int, ...]]:
+    """Tensor name -> shape, from the file's header alone: an 8-byte little-endian length, then
+    that many bytes of JSON. Read without following a link and within MAX_HEADER_BYTES; each
+    tensor's dtype known, its shape whole numbers, its data inside the file and of its size."""
+    try:
+        with open_file(where) as weights:
+            size = os.fstat(weights.fileno()).st_size
+            length = int.from_bytes(weights.read(8), "little")
+            if size < 8 or length > min(MAX_HEADER_BYTES, size - 8):
+                raise CheckpointInvalid(f"{where.name} is not a safetensors file (its header)")
+            text = weights.read(length)
+    except OSError as exc:
+        raise CheckpointInvalid(str(exc)) from None
+    try:
+        header = json.loads(text)
+    except (ValueError, RecursionError):
         raise CheckpointInvalid(f"{where.name} is not a safetensors file") from None
     if not isinstance(header, dict):
         raise CheckpointInvalid(f"{where.name} is not a safetensors file")
+    data = size - 8 - length
     shapes = {}
     for name, tensor in header.items():
         if name == "__metadata__":
             continue
-        shape = tensor.get("shape") if isinstance(tensor, dict) else None
-        if not isinstance(shape, list) or not all(isinstance(d, int) for d in shape):
+        tensor = tensor if isinstance(tensor, dict) else {}
+        shape, dtype, offsets = tensor.get("shape"), tensor.get("dtype"), tensor.get("data_offsets")
+        if not isinstance(shape, list) or not all(_whole(d) for d in shape):
             raise CheckpointInvalid(f"{where.name}: tensor {name} has no valid shape")
+        if dtype not in SAFETENSORS_DTYPES:
+            raise CheckpointInvalid(f"{where.name}: tensor {name} has no known dtype")
+        if (
+            not isinstance(offsets, list)
+            or len(offsets) != 2
+            or not all(_whole(o) for o in offsets)
+            or not offsets[0] <= offsets[1] <= data
+            or offsets[1] - offsets[0] != math.prod(shape) * SAFETENSORS_DTYPES[dtype]
+        ):
+            raise CheckpointInvalid(
+                f"{where.name}: tensor {name}'s data is not where its header says"
+            )
         shapes[name] = tuple(shape)
     return shapes
 
 
-def _end_of_turn(path: Path, tokenizer: object) -> str:
-    """The token that ends the assistant's turn: generation_config's eos, else the tokenizer's."""
-    ids: list[int] = []
-    generation = path / "generation_config.json"
-    if generation.is_file():
-        eos = json.loads(generation.read_text()).get("eos_token_id")
-        ids = eos if isinstance(eos, list) else [eos] if isinstance(eos, int) else []
-    tokens = [tokenizer.convert_ids_to_tokens(i) for i in ids] or [
-        getattr(tokenizer, "eos_token", None)
-    ]  # type: ignore[attr-defined]
-    tokens = [t for t in tokens if t]
-    if not tokens:
-        raise CheckpointInvalid("no end-of-turn token (set eos_token_id in generation_config.json)")
-    return tokens[0]
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0

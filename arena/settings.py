@@ -220,6 +220,19 @@ AGENTS_TRAIN_PYTHON = AGENTS_TRAIN_ENV / "bin" / "python"
 # Models every agent may read (the base model of the competition): published here by the
 # platform, world-readable, owned by root, outside any sandbox and outside the platform's var/.
 AGENTS_SHARED_MODELS_DIR = Path(env_str("AGENTS_SHARED_MODELS_DIR", "/srv/rsi-arena/models"))
+# Nominated checkpoints are copied here when their phase freezes, and served and evaluated
+# from here only (agents/nominees.py): the platform's own, 0700, never an agent's to change.
+AGENTS_NOMINEE_STORE = Path(env_str("AGENTS_NOMINEE_STORE", "/srv/rsi-arena/nominees"))
+AGENTS_NOMINEE_MAX_GIB = env_int("AGENTS_NOMINEE_MAX_GIB", 400, minimum=1)
+# Checkpoint validation (agents/checkpoints.py): the largest model a config or the weights may
+# describe, and the bounds on the child process that loads the settings with transformers.
+AGENTS_CHECKPOINT_MAX_PARAMETERS = env_int(
+    "AGENTS_CHECKPOINT_MAX_PARAMETERS", 200_000_000_000, minimum=1
+)
+AGENTS_CHECKPOINT_PROBE_TIMEOUT_S = env_int("AGENTS_CHECKPOINT_PROBE_TIMEOUT_S", 120, minimum=1)
+AGENTS_CHECKPOINT_PROBE_MEMORY_MIB = env_int(
+    "AGENTS_CHECKPOINT_PROBE_MEMORY_MIB", 6144, minimum=512
+)
 # The LLM judge the safety audit asks about agents' trajectories (through the API proxy by
 # default); no model named: no judge.
 SAFETY_JUDGE_MODEL = env_str("SAFETY_JUDGE_MODEL", "")
