@@ -3,6 +3,8 @@ from __future__ import annotations
 from django.core.validators import MinValueValidator
 from django.db import models
 
+from arena.encryption import EncryptedTextField
+
 
 class Contestant(models.Model):
     """A model the arena can call: any OpenAI-compatible endpoint and the model name it serves.
@@ -16,7 +18,8 @@ class Contestant(models.Model):
         max_length=500, help_text="OpenAI-compatible base URL, e.g. http://127.0.0.1:8101/v1"
     )
     served_model_name = models.CharField(max_length=500)
-    api_key = models.CharField(max_length=200, blank=True, help_text="Bearer token, if any")
+    # The model server's key, encrypted at rest: a database reader must not get to ask it.
+    api_key = EncryptedTextField(blank=True, help_text="Bearer token, if any")
     checkpoint_path = models.CharField(max_length=1000, blank=True)
     identity_words = models.JSONField(
         default=list,

@@ -15,9 +15,13 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from django.db import connection
 
 from arena.serving.backends import LocalServingBackend
 from arena.serving.client import Endpoint, StreamEnd, TextDelta, stream_chat
+from arena.serving.local import serving_secrets
+from arena.serving.models import Contestant
+from arena.serving.services import contestant_register
 from arena.serving.slurm import SlurmServingBackend
 from tests.conftest import TEST_LOG_DIR
 from tests.security.conftest import Player
@@ -166,3 +170,13 @@ def test_a_slurm_model_server_answers_only_the_platform(
         _assert_served_to_the_platform(endpoint, checkpoint)
     finally:
         backend.stop()
+
+
+def test_a_database_reader_finds_no_model_server_key() -> None:
+    key, name = serving_secrets()
+    contestant_register(display_name="keyed", endpoint=Endpoint("http://127.0.0.1:9/v1", name, key))
+    with connection.cursor() as cursor:  # what `psql`, a dump or a backup shows
+        cursor.execute("SELECT api_key FROM serving_contestant")
+        (stored,) = cursor.fetchone()
+    assert key not in stored and stored.startswith("fernet:")
+    assert Contestant.objects.get(display_name="keyed").api_key == key
