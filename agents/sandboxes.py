@@ -13,6 +13,9 @@ import pwd
 import subprocess
 from pathlib import Path
 
+from django.conf import settings
+
+from agents.sandbox_storage import SandboxStorage, sandbox_storage
 from cluster.sandbox_files import locate, user_ids, write_file
 
 
@@ -21,10 +24,12 @@ class SandboxError(RuntimeError):
 
 
 class UnixSandboxes:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, storage: SandboxStorage | None = None) -> None:
         self.root = root
+        # Where the sandbox's bytes live and what holds them to the quota (agents/sandbox_storage.py)
+        self.storage = storage or sandbox_storage(settings.AGENTS_SANDBOX_STORAGE)
 
-    def create(self, user: str) -> Path:
+    def create(self, user: str, *, storage_gib: int | None = None) -> Path:
         if os.geteuid() != 0:
             raise SandboxError("creating sandboxes needs root (a Unix user per agent)")
         home = self.root / user
@@ -46,7 +51,9 @@ class UnixSandboxes:
                     user,
                 ]
             )
-        home.mkdir(exist_ok=True)
+        self.storage.attach(
+            user=user, home=home, quota_gib=storage_gib or settings.AGENTS_DEFAULT_STORAGE_GIB
+        )
         # A re-provisioned agent's home is its own folder from before: changed through a
         # descriptor opened without following a link, never by name.
         folder = os.open(home, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -72,6 +79,11 @@ class UnixSandboxes:
             return
         _run(["usermod", "--lock", "--expiredate", "1", user])
         subprocess.run(["pkill", "-KILL", "-u", user], check=False)
+        self.storage.freeze(user=user, home=self.root / user)
+
+    def remove(self, user: str) -> None:
+        """After the audit: the sandbox's storage and files are given back (the user stays)."""
+        self.storage.remove(user=user, home=self.root / user)
 
 
 def _run(command: list[str]) -> None:

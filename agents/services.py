@@ -140,7 +140,6 @@ def agent_provision(
         raise ValueError(f"agent {name} is already provisioned")
     sandboxes = sandboxes or UnixSandboxes(settings.AGENTS_SANDBOX_ROOT)
     user = f"agent_{name}"
-    home = sandboxes.create(user)
     # A re-provisioned agent starts with its account open again.
     ClusterAccount.objects.filter(name=user).update(submissions_blocked_reason="")
     # An agent joining while a phase runs gets that phase's budgets, as the phase's start gave
@@ -158,6 +157,8 @@ def agent_provision(
         )
         period, storage_gib = settings.AGENTS_DEFAULT_PERIOD, settings.AGENTS_DEFAULT_STORAGE_GIB
         credit = Decimal(str(settings.AGENTS_DEFAULT_API_CREDIT_USD))
+    # The sandbox is as large as the storage quota where its storage can hold it to that.
+    home = sandboxes.create(user, storage_gib=storage_gib)
     agent_firewall_block(unix_user=user)  # off the platform's ports before it has credentials
     account_ensure(
         name=user,

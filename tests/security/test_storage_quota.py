@@ -1,0 +1,124 @@
+"""Issue 12, item 9: storage outside the quota, played by a real agent Unix user.
+
+Before: the sandbox was a plain folder on the host's disk, measured every 60 s, so a write past
+the quota always succeeded (the measurement only blocked new jobs afterwards), and a job's
+/tmp and /dev/shm were the host's, unlimited and shared with everyone.
+
+With `AGENTS_SANDBOX_STORAGE=loop_image` the sandbox is a filesystem of the quota's size, and
+a Slurm job's /tmp and /var/tmp are private and live on that same filesystem, and its /dev/shm
+is private and held to the job's memory (infra/slurm/arena_jobtmp.c).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from agents.sandboxes import UnixSandboxes
+from agents.services import agent_deprovision, agent_provision
+from cluster.slurm import cli
+from tests.security.conftest import Player
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+# Not under /tmp: an agent's job gets a /tmp of its own, which hides the host's.
+ROOT = Path("/srv/rsi-arena/sandboxes-quota-test")
+QUOTA_GIB = 1
+NO_SPACE = "No space left on device"
+
+
+@pytest.fixture
+def quota_players(settings, slurm) -> Iterator[Callable[[str], Player]]:
+    """Agents provisioned the production way, with a 1 GiB storage quota."""
+    settings.AGENTS_SANDBOX_STORAGE = "loop_image"
+    settings.AGENTS_DEFAULT_STORAGE_GIB = QUOTA_GIB
+    sandboxes = UnixSandboxes(ROOT)
+    made: list[str] = []
+
+    def provision(name: str) -> Player:
+        done = agent_provision(name=name, sandboxes=sandboxes, backend=slurm)
+        made.append(name)
+        return Player(done)
+
+    yield provision
+    for name in made:
+        agent_deprovision(name=name, sandboxes=sandboxes, backend=slurm)
+        sandboxes.remove(f"agent_{name}")
+
+
+def run_job(player: Player, script: str, *options: str, timeout_s: float = 120) -> str:
+    """sbatch as the agent, from its sandbox; the job's output once it has ended."""
+    home, account = player.home, player.provisioned.agent.cluster_account
+    submitted = player.shell(
+        f"sbatch --parsable --account={account} -t 5 --output={home}/job-%j.out {' '.join(options)} "
+        f"--wrap '{script}'"
+    )
+    job = submitted.stdout.strip()
+    assert job.isdigit(), submitted.stderr
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        rows = cli.sacct_rows(["State"], "-X", "-j", job)
+        if rows and rows[0]["State"].split()[0] not in {"PENDING", "RUNNING", "REQUEUED", ""}:
+            break
+        time.sleep(0.5)
+    else:
+        raise AssertionError(f"job {job} did not end")
+    return player.shell(f"cat {home}/job-{job}.out").stdout
+
+
+def used_bytes(player: Player) -> int:
+    df = player.shell(f"df -B1 --output=size,used {player.home} | tail -1").stdout.split()
+    return int(df[1])
+
+
+def test_writing_past_the_quota_in_the_sandbox_fails_at_write_time(quota_players):
+    mallory = quota_players("sec_fill")
+    done = mallory.shell(
+        "fallocate -l 900M fill && dd if=/dev/zero of=more bs=1M count=300 conv=fsync; echo dd=$?"
+    )
+    assert NO_SPACE in done.stderr, done.stderr
+    assert "dd=1" in done.stdout
+    assert used_bytes(mallory) <= QUOTA_GIB * 1024**3
+    # Deleting brings the space back: the quota is on what is there now.
+    freed = mallory.shell("rm fill more && dd if=/dev/zero of=again bs=1M count=100 && echo ok")
+    assert freed.stdout.strip() == "ok", freed.stderr
+
+
+def test_a_jobs_tmp_is_private_and_counts_against_the_quota(quota_players):
+    mallory = quota_players("sec_tmp")
+    host_file = Path("/tmp") / f"arena-host-tmp-{mallory.uid}"
+    host_file.write_text("on the host's /tmp\n")
+    host_file.chmod(0o644)
+    try:
+        output = run_job(
+            mallory,
+            f"ls /tmp/{host_file.name} 2>&1; fallocate -l 900M $HOME/fill; "
+            "dd if=/dev/zero of=/tmp/spill bs=1M count=300 2>&1; echo dd=$?; "
+            "dd if=/dev/zero of=/var/tmp/spill bs=1M count=300 2>&1; echo var_dd=$?",
+            "--gres=gpu:0",
+        )
+    finally:
+        host_file.unlink()
+    assert "No such file or directory" in output, "the job saw the host's /tmp"
+    assert NO_SPACE in output and "\ndd=1" in output and "var_dd=1" in output, output
+    assert not Path("/var/tmp/spill").exists()
+    # Once the job is over its /tmp is gone, and the space with it.
+    time.sleep(2)
+    assert used_bytes(mallory) < 1000 * 1024**2
+
+
+def test_a_jobs_dev_shm_is_private_and_held_to_its_memory(quota_players):
+    mallory = quota_players("sec_shm")
+    output = run_job(
+        mallory,
+        "echo started; dd if=/dev/zero of=/dev/shm/arena-spill bs=1M count=600 2>&1; echo dd=$?",
+        "--gres=gpu:0",
+        "--mem=200",
+    )
+    assert output.startswith("started"), output
+    assert not Path("/dev/shm/arena-spill").exists(), "the job wrote the host's /dev/shm"
+    assert NO_SPACE in output and re.search(r"^dd=1$", output, re.M), output
