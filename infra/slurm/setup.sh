@@ -427,10 +427,25 @@ ensure_accounting() {
   has_account agents || sacctmgr -i add account agents cluster="$CLUSTER" \
     Description="arena agents" Organization=arena >/dev/null
   sacctmgr_set account where name=agents cluster="$CLUSTER" set QOS=normal,preemptible DefaultQOS=normal
+  migrate_gpu_budgets
   # root in agents, for the smoke test below and for admin jobs
   has_assoc root agents || sacctmgr -i add user root account=agents cluster="$CLUSTER" >/dev/null
   log "accounting: $(sacctmgr -n -P show qos format=name,priority,preempt,maxwall,maxtrespa,flags \
     | grep -E '^(normal|preemptible|platform)\|' | tr '\n' ' ')"
+}
+
+migrate_gpu_budgets() {
+  # Budgets are in billing units (GPU-equivalents) now; an account the platform made before
+  # with a GPU-only budget (GrpTRESMins=gres/gpu=N) gets the same N as billing, so CPU- or
+  # memory-only jobs cannot run free until the platform next applies its limits.
+  local account minutes
+  while IFS='|' read -r account minutes; do
+    sacctmgr_set account where name="$account" cluster="$CLUSTER" set \
+      GrpTRESMins="billing=$minutes,gres/gpu=-1"
+    log "budget of $account is now billing=$minutes GPU-equivalent minutes"
+  done < <(sacctmgr -n -P show assoc where cluster="$CLUSTER" format=account,user,grptresmins |
+    awk -F'|' '$2 == "" && $3 ~ /gres\/gpu=[0-9]/ && $3 !~ /billing=/ {
+      match($3, /gres\/gpu=[0-9]+/); print $1 "|" substr($3, RSTART + 9, RLENGTH - 9) }')
 }
 
 # ---------------------------------------------------------------- 6. smoke test
