@@ -36,7 +36,7 @@ class LocalServingBackend(ServingBackend):
         self.servers: list[SupervisedModelServer] = []
 
     def start(self, checkpoints: list[Path]) -> list[Endpoint]:
-        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         started: list[SupervisedModelServer] = []
         port = self.base_port
         try:

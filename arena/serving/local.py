@@ -182,14 +182,19 @@ class SupervisedModelServer:
             # Two tiny servers on two cores: one thread each keeps them from fighting.
             "OMP_NUM_THREADS": os.environ.get("ARENA_SERVE_THREADS", "1"),
         }
-        output = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
+        # The log names the checkpoint: the platform's alone (0600), whatever the umask.
+        output = (
+            os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+            if self.log_path
+            else subprocess.DEVNULL
+        )
         try:
             process = subprocess.Popen(
                 command, stdout=output, stderr=subprocess.STDOUT, env=env, start_new_session=True
             )
         finally:
-            if output is not subprocess.DEVNULL:
-                output.close()
+            if output != subprocess.DEVNULL:
+                os.close(output)
         with self._lock:
             if self._stopping.is_set():  # stop() ran while this restart was starting
                 _terminate_group(process, 5.0)

@@ -86,7 +86,8 @@ class SlurmServingBackend(ServingBackend):
                     )
                 api_key, served_model_name = serving_secrets()
                 folder = self.folder / served_model_name
-                folder.mkdir(mode=0o700, parents=True)
+                self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+                folder.mkdir(mode=0o700)
                 _write_private(folder / "serve.key", api_key)
                 request = JobRequest(
                     name=f"serve-{served_model_name}",
