@@ -78,22 +78,6 @@ def private_secret(path: Path, *, generate: Callable[[], str]) -> str:
     return _read_private(path)
 
 
-def private_problems(var_dir: Path, secrets: list[Path]) -> list[str]:
-    """One line per way `var_dir` or a secret in it is open to other users (for checks)."""
-    problems = []
-    if var_dir.exists():
-        info = var_dir.stat()
-        if info.st_uid != os.geteuid() or stat.S_IMODE(info.st_mode) != PRIVATE_DIR_MODE:
-            problems.append(
-                f"{var_dir} is mode {stat.S_IMODE(info.st_mode):o}, owner uid {info.st_uid}:"
-                f" chown it to the platform's user and chmod 700 it"
-            )
-    for secret in secrets:
-        if secret.exists() and stat.S_IMODE(secret.lstat().st_mode) != PRIVATE_FILE_MODE:
-            problems.append(f"{secret} is readable by others: chmod 600 {secret}")
-    return problems
-
-
 def _read_private(path: Path) -> str:
     descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     with os.fdopen(descriptor) as file:
