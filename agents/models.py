@@ -167,3 +167,31 @@ class Nomination(models.Model):
 
     def __str__(self) -> str:
         return f"{self.agent} in {self.phase}: checkpoint {self.checkpoint_id}"
+
+
+class NomineeCopy(models.Model):
+    """The platform's own copy of a nominated checkpoint, the only thing the arena serves and
+    evaluates. Made from the agent's sandbox when the phase freezes (agents/nominees.py), in
+    AGENTS_NOMINEE_STORE, private to the platform; `files` holds each file's sha256, checked
+    again before every server start. A copy that could not be made, no longer matches its
+    hashes, or whose server would not start is *not servable*: `not_servable_reason` says why,
+    the arena skips it, and the organizers see it."""
+
+    nomination = models.OneToOneField(
+        Nomination, on_delete=models.CASCADE, related_name="nominee_copy"
+    )
+    folder = models.CharField(max_length=1000, blank=True, help_text="in the nominee store")
+    files = models.JSONField(default=dict, help_text="file name -> sha256 of the copy")
+    weights_sha256 = models.CharField(
+        max_length=64, blank=True, help_text="as Checkpoint.weights_sha256, of the copy"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    not_servable_reason = models.TextField(blank=True)
+    not_servable_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"copy of {self.nomination}"
+
+    @property
+    def servable(self) -> bool:
+        return bool(self.folder) and not self.not_servable_reason

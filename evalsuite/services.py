@@ -95,7 +95,7 @@ def evaluations_queue(
     """One evaluation job per contestant and batch of benchmarks (all 20 in one batch unless
     `batch_size` says otherwise). Contestants serving the competition's base or instruct
     model are evaluated as those references; others are matched to the agent's checkpoint
-    by path."""
+    through its phase entry's nomination (it is served from the platform's copy)."""
     names = benchmark_names or [entry.name for entry in benchmarks()]
     for name in names:
         benchmark(name)  # a typo fails here, not in the job
@@ -189,10 +189,18 @@ def _who(phase: Phase, contestant: Contestant) -> tuple[str, Agent | None, Check
         return EvalRun.Role.BASE, None, None
     if path and path == competition.instruct_model:
         return EvalRun.Role.INSTRUCT, None, None
+    # A nominee is served from the platform's copy (agents/nominees.py): its phase entry
+    # names the nomination; a path in a sandbox only for contestants made before copies.
     nomination = (
+        Nomination.objects.filter(phase=phase, phase_contestant__contestant=contestant)
+        .select_related("checkpoint__agent")
+        .first()
+    ) or (
         Nomination.objects.filter(phase=phase, checkpoint__path=path)
         .select_related("checkpoint__agent")
         .first()
+        if path
+        else None
     )
     checkpoint = (
         nomination.checkpoint

@@ -18,7 +18,7 @@ from typing import Any
 from django.db.models import Count, Sum
 from django.utils import timezone
 
-from agents.models import Agent, Nomination
+from agents.models import Agent, Nomination, NomineeCopy
 from arena.competition.models import Phase
 from arena.leaderboard.selectors import snapshot_latest
 from arena.phases.models import AgentStepFailure, WorkerFailure
@@ -286,6 +286,8 @@ class NominationLine:
     card_fields: dict[str, str]  # the card's front matter, as text
     card_html: str  # the card's body, Markdown rendered and sanitised
     updated_at: dt.datetime
+    served_copy: str = ""  # the platform's copy the arena serves, once the phase froze
+    not_servable: str = ""  # why the arena does not serve it
 
 
 def card_body(card: str) -> str:
@@ -304,10 +306,17 @@ def _field_texts(fields: object) -> dict[str, str]:
     }
 
 
+def _copy_of(nomination: Nomination) -> NomineeCopy | None:
+    try:
+        return nomination.nominee_copy
+    except NomineeCopy.DoesNotExist:
+        return None
+
+
 def nominations_all() -> list[NominationLine]:
-    nominations = Nomination.objects.select_related("agent", "phase", "checkpoint__job").order_by(
-        "phase__starts_at", "agent__name"
-    )
+    nominations = Nomination.objects.select_related(
+        "agent", "phase", "checkpoint__job", "nominee_copy"
+    ).order_by("phase__starts_at", "agent__name")
     return [
         NominationLine(
             agent=n.agent.name,
@@ -317,6 +326,8 @@ def nominations_all() -> list[NominationLine]:
             card_fields=_field_texts(n.card_fields),
             card_html=render_markdown(card_body(n.model_card)),
             updated_at=n.updated_at,
+            served_copy=_copy_of(n).folder if _copy_of(n) else "",
+            not_servable=_copy_of(n).not_servable_reason if _copy_of(n) else "",
         )
         for n in nominations
     ]

@@ -21,7 +21,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Sum
 from django.utils import timezone
 
-from agents.models import Agent, Checkpoint, DataRecord, Nomination
+from agents.models import Agent, Checkpoint, DataRecord, Nomination, NomineeCopy
 from arena.competition.models import Competition, Phase
 from arena.phases.models import FeedbackBundle
 from cluster.sandbox_files import (
@@ -525,8 +525,12 @@ def _audit_substitution(
         "kind": Finding.Kind.MODEL_SUBSTITUTION,
         "phase": nomination.phase,
     }
-    where = {"checkpoint": checkpoint.pk, "path": checkpoint.path}
-    if reference.instruct_sha and checkpoint.weights_sha256 == reference.instruct_sha:
+    # What the arena serves: the platform's copy, once the phase froze (agents/nominees.py);
+    # before that, the checkpoint as registered. Never the sandbox's files as they are now.
+    copy = NomineeCopy.objects.filter(nomination=nomination).exclude(folder="").first()
+    weights_sha256 = copy.weights_sha256 if copy else checkpoint.weights_sha256
+    where = {"checkpoint": checkpoint.pk, "path": copy.folder if copy else checkpoint.path}
+    if reference.instruct_sha and weights_sha256 == reference.instruct_sha:
         run.record(
             **base_fields,
             severity="critical",
@@ -534,26 +538,28 @@ def _audit_substitution(
             "byte for byte",
             evidence={
                 **where,
-                "weights_sha256": checkpoint.weights_sha256,
+                "weights_sha256": weights_sha256,
                 "reference": str(reference.instruct),
             },
-            key=f"hash\0instruct\0{checkpoint.weights_sha256}",
+            key=f"hash\0instruct\0{weights_sha256}",
         )
         return
-    if reference.base_sha and checkpoint.weights_sha256 == reference.base_sha:
+    if reference.base_sha and weights_sha256 == reference.base_sha:
         run.record(
             **base_fields,
             severity="info",
             summary=f"the nominated checkpoint {checkpoint.pk} is the base model, unchanged",
             evidence={
                 **where,
-                "weights_sha256": checkpoint.weights_sha256,
+                "weights_sha256": weights_sha256,
                 "reference": str(reference.base),
             },
-            key=f"hash\0base\0{checkpoint.weights_sha256}",
+            key=f"hash\0base\0{weights_sha256}",
         )
         return
-    folder = _agent_path(nomination.agent, checkpoint.path)
+    folder = (
+        SandboxPath(Path(copy.folder)) if copy else _agent_path(nomination.agent, checkpoint.path)
+    )
     try:
         is_folder = stat.S_ISDIR(folder.stat().st_mode)
     except OSError:  # gone, or behind a link
@@ -579,7 +585,7 @@ def _audit_substitution(
             f"{'base→instruct gaps' if distance.gap_ratio is not None else '(relative L2)'} "
             "of the instruct reference",
             evidence={**where, "reference": str(reference.instruct), **distance.evidence()},
-            key=f"distance\0instruct\0{checkpoint.weights_sha256}",
+            key=f"distance\0instruct\0{weights_sha256}",
         )
 
 

@@ -29,7 +29,8 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from agents.models import Agent, Nomination
+from agents.models import Agent, Nomination, NomineeCopy
+from agents.nominees import nominee_copy_make, nominee_copy_refuse
 from agents.sandboxes import UnixSandboxes
 from arena.competition.models import Competition, Phase
 from arena.competition.selectors import phase_account_limits, phase_in_arena
@@ -260,7 +261,12 @@ def _freeze(phase: Phase, engine: Engine) -> dict[str, Any]:
 def _serve(phase: Phase, engine: Engine) -> dict[str, Any]:
     """Each nominated checkpoint becomes a contestant, with the reference models; only they
     stay in the arena. Those with an endpoint are active now; local checkpoints wait for a
-    serving worker (`ArenaServers`) to start their model server."""
+    serving worker (`ArenaServers`) to start their model server.
+
+    A nominee is served from the platform's own copy of its checkpoint, made here, as the
+    nominations freeze (agents/nominees.py), never from the agent's sandbox. A copy that
+    cannot be made is recorded against that nomination alone (not servable, with the reason);
+    its contestant is listed but never served, and the others go on."""
     entries = [
         _reference_entry(phase, role, path)
         for role, path in (
@@ -269,23 +275,30 @@ def _serve(phase: Phase, engine: Engine) -> dict[str, Any]:
         )
         if path
     ]
+    not_servable = {}
     for nomination in Nomination.objects.filter(phase=phase).select_related("agent", "checkpoint"):
+        copy = _nominee_copy(nomination)
+        if copy.not_servable_reason:
+            not_servable[nomination.agent.name] = copy.not_servable_reason
+        display_name = f"{nomination.agent.name}-{phase.label}"
         contestant, _ = Contestant.objects.get_or_create(
-            display_name=f"{nomination.agent.name}-{phase.label}",
+            display_name=display_name,
             defaults={
                 "base_url": "",
-                "served_model_name": nomination.checkpoint.path,
-                "checkpoint_path": nomination.checkpoint.path,
+                "served_model_name": display_name,
+                "checkpoint_path": copy.folder,
                 "active": False,
             },
         )
+        if contestant.checkpoint_path != copy.folder and not contestant.base_url:
+            Contestant.objects.filter(pk=contestant.pk).update(checkpoint_path=copy.folder)
         entry, _ = PhaseContestant.objects.get_or_create(
             phase=phase,
             contestant=contestant,
             defaults={
                 "role": PhaseContestant.Role.NOMINEE,
                 "nomination": nomination,
-                "checkpoint_path": nomination.checkpoint.path,
+                "checkpoint_path": copy.folder,
             },
         )
         entries.append(entry)
@@ -293,7 +306,22 @@ def _serve(phase: Phase, engine: Engine) -> dict[str, Any]:
     Contestant.objects.exclude(pk__in=in_phase).update(active=False)
     Contestant.objects.filter(pk__in=in_phase).exclude(base_url="").update(active=True)
     detail: dict[str, Any] = {"contestants": [entry.contestant.display_name for entry in entries]}
+    if not_servable:
+        detail["not_servable"] = not_servable
     return detail
+
+
+def _nominee_copy(nomination: Nomination) -> NomineeCopy:
+    """The nomination's copy in the nominee store; whatever goes wrong making it is that
+    nomination's failure alone, in a savepoint of its own."""
+    try:
+        with transaction.atomic():
+            return nominee_copy_make(nomination=nomination)
+    except Exception as error:  # the store itself, the database: recorded, never fatal
+        log.exception("copying the nomination of %s failed", nomination.agent.name)
+        copy, _ = NomineeCopy.objects.get_or_create(nomination=nomination)
+        nominee_copy_refuse(copy=copy, reason=f"the copy failed: {_error_text(error)}")
+        return copy
 
 
 def _reference_entry(phase: Phase, role: str, path: str) -> PhaseContestant:

@@ -1,0 +1,222 @@
+"""The nominee store: the platform's own copies of nominated checkpoints (issue 12, item 5).
+
+A nominated checkpoint lives in the agent's sandbox, where the agent can swap its weights after
+validation, turn a file into a link to a rival's, or break its config. So when a phase freezes
+its nominations, each nominated checkpoint is copied into `AGENTS_NOMINEE_STORE` — a folder the
+platform owns, 0700, files 0400 — and from then on only that copy is served and evaluated:
+
+- The copy reads the sandbox through `cluster.sandbox_files`: the checkpoint's top-level regular
+  files only (a link, FIFO, device or a hard link to another's file is refused, never followed),
+  each within `MAX_HASH_BYTES`, all within `AGENTS_NOMINEE_MAX_GIB`. Every byte is hashed as it
+  is copied, so the hashes are those of the copy.
+- The copy is validated again (`inspect_checkpoint`, bounded), and its weights must be those
+  registered (`Checkpoint.weights_sha256`): weights swapped since registration are refused.
+- Before each server start the copy's files are hashed again (`nominee_copy_verify`); a copy
+  that changed or cannot be read is marked not servable, with the reason, and skipped.
+
+The copy is made at the freeze rather than at nomination: a nomination is an API request, and
+copying tens of GB inside one would outlast it; nominations change freely until the freeze,
+and only the final one is copied. From the freeze on, nothing the agent does reaches the copy.
+Copies that fail, for whatever reason, are recorded against that nomination alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from django.conf import settings
+from django.utils import timezone
+
+from agents.checkpoints import CheckpointInvalid, inspect_checkpoint
+from agents.models import Nomination, NomineeCopy
+from cluster.sandbox_files import (
+    HASH_BLOCK,
+    MAX_HASH_BYTES,
+    SandboxPath,
+    UnsafePath,
+    file_sha256,
+    kind_of,
+    locate,
+    open_file,
+    walk,
+)
+
+log = logging.getLogger(__name__)
+
+MAX_ENTRIES = 10_000  # as checkpoint validation
+
+
+class NomineeRefused(Exception):
+    """The nominated checkpoint cannot be served; the message says why, to the organizers."""
+
+
+def nominee_store() -> Path:
+    """The store, made if missing: the platform's, 0700."""
+    store = Path(settings.AGENTS_NOMINEE_STORE)
+    store.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = store.lstat()
+    if info.st_uid != os.geteuid() or not store.is_dir() or store.is_symlink():
+        raise NomineeRefused(f"the nominee store {store} is not a folder of the platform's own")
+    store.chmod(0o700)
+    return store
+
+
+def nominee_copy_make(*, nomination: Nomination) -> NomineeCopy:
+    """The platform's copy of the nomination's checkpoint, made once (a retry keeps a copy
+    already made). Never raises for anything the agent's files can be: a copy that cannot be
+    made is recorded as not servable, with the reason."""
+    copy, _ = NomineeCopy.objects.get_or_create(nomination=nomination)
+    if copy.folder and Path(copy.folder).is_dir():
+        return copy
+    checkpoint, agent = nomination.checkpoint, nomination.agent
+    target = None
+    try:
+        target, files = _copy(nomination)
+        try:
+            inspect_checkpoint(SandboxPath(target))
+        except CheckpointInvalid as invalid:
+            raise NomineeRefused(f"the nominated checkpoint is not valid now: {invalid}") from None
+        weights = _weights_sha256(files)
+        if weights != checkpoint.weights_sha256:
+            raise NomineeRefused(
+                f"the weights of checkpoint {checkpoint.pk} changed since it was registered "
+                f"(sha256 {weights[:12]}…, registered {checkpoint.weights_sha256[:12]}…)"
+            )
+    except (NomineeRefused, OSError) as refused:  # UnsafePath is an OSError
+        if target is not None:
+            shutil.rmtree(target, ignore_errors=True)
+        reason = f"no copy of checkpoint {checkpoint.pk} ({checkpoint.path}): {refused}"
+        log.warning("nomination of %s in %s: %s", agent.name, nomination.phase_id, reason)
+        NomineeCopy.objects.filter(pk=copy.pk).update(
+            folder="", files={}, weights_sha256="", not_servable_reason=reason[:4000],
+            not_servable_at=timezone.now(),
+        )  # fmt: skip
+        copy.refresh_from_db()
+        return copy
+    NomineeCopy.objects.filter(pk=copy.pk).update(
+        folder=str(target), files=files, weights_sha256=weights, not_servable_reason="",
+        not_servable_at=None,
+    )  # fmt: skip
+    copy.refresh_from_db()
+    return copy
+
+
+def nominee_copy_verify(copy: NomineeCopy) -> None:
+    """Raise NomineeRefused unless the copy holds exactly its recorded files, each with its
+    recorded sha256 (read without following a link, within bounds)."""
+    if not copy.folder:
+        raise NomineeRefused(copy.not_servable_reason or "the checkpoint was never copied")
+    folder = SandboxPath(Path(copy.folder))
+    try:
+        present = {
+            entry.where.name: entry
+            for entry in walk(folder, max_entries=MAX_ENTRIES)
+            if entry.where.parent == folder
+        }
+    except OSError as exc:
+        raise NomineeRefused(f"the copy {copy.folder} cannot be read: {exc}") from None
+    if set(present) != set(copy.files):
+        changed = sorted(set(present) ^ set(copy.files))
+        raise NomineeRefused(f"the copy's files changed in the store: {', '.join(changed)}")
+    for name, recorded in sorted(copy.files.items()):
+        try:
+            found = file_sha256(folder / name)
+        except OSError as exc:
+            raise NomineeRefused(f"{name} of the copy cannot be read: {exc}") from None
+        if found != recorded:
+            raise NomineeRefused(
+                f"{name} of the copy has sha256 {found[:12]}…, not the {recorded[:12]}… "
+                "recorded when it was copied"
+            )
+
+
+def nominee_copy_refuse(*, copy: NomineeCopy, reason: str) -> None:
+    """Mark the copy not servable (the arena skips it), saying why."""
+    NomineeCopy.objects.filter(pk=copy.pk).update(
+        not_servable_reason=reason[:4000], not_servable_at=timezone.now()
+    )
+    copy.not_servable_reason = reason[:4000]
+
+
+def _copy(nomination: Nomination) -> tuple[Path, dict[str, str]]:
+    """Copy the checkpoint's top-level regular files into a new folder of the store; the
+    folder and each file's sha256, taken from the bytes copied."""
+    agent, checkpoint = nomination.agent, nomination.checkpoint
+    if not agent.sandbox:
+        raise NomineeRefused(f"{agent.name} has no sandbox")
+    source = locate(Path(agent.sandbox), checkpoint.path)
+    store = nominee_store()
+    incoming = Path(tempfile.mkdtemp(prefix=f".incoming-{nomination.pk}-", dir=store))
+    try:
+        files = _copy_files(source, incoming)
+        target = store / f"nomination-{nomination.pk}-{incoming.name.rsplit('-', 1)[-1]}"
+        incoming.rename(target)
+    except BaseException:
+        shutil.rmtree(incoming, ignore_errors=True)
+        raise
+    return target, files
+
+
+def _copy_files(source: SandboxPath, into: Path) -> dict[str, str]:
+    budget = settings.AGENTS_NOMINEE_MAX_GIB * 1024**3
+    files: dict[str, str] = {}
+    try:
+        entries = [e for e in walk(source, max_entries=MAX_ENTRIES) if e.where.parent == source]
+    except (NotADirectoryError, FileNotFoundError):
+        raise NomineeRefused(f"{source} is not a folder") from None
+    for entry in entries:
+        if entry.is_folder:
+            continue  # a trainer's own sub-checkpoints: not served
+        if not entry.is_file:
+            raise NomineeRefused(
+                f"{entry.where.name} is {kind_of(entry.info.st_mode)}: a checkpoint holds "
+                "regular files only"
+            )
+        files[entry.where.name], copied = _copy_file(entry.where, into, budget)
+        budget -= copied
+    return files
+
+
+def _copy_file(where: SandboxPath, into: Path, budget: int) -> tuple[str, int]:
+    """Copy one file, never reading past its size, MAX_HASH_BYTES or the budget left."""
+    digest = hashlib.sha256()
+    with open_file(where) as source:
+        size = os.fstat(source.fileno()).st_size
+        if size > min(MAX_HASH_BYTES, budget):
+            raise UnsafePath(f"{where} is larger than the {min(MAX_HASH_BYTES, budget)} bytes left")
+        fd = os.open(into / where.name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "wb") as target:
+            left = size
+            while left > 0 and (block := source.read(min(HASH_BLOCK, left))):
+                digest.update(block)
+                target.write(block)
+                left -= len(block)
+            if left:  # it shrank while copied
+                raise UnsafePath(f"{where} changed while it was copied")
+            os.fchmod(target.fileno(), 0o400)
+    return digest.hexdigest(), size
+
+
+def _weights_sha256(files: dict[str, str]) -> str:
+    """As `checkpoint_register` computes Checkpoint.weights_sha256: over the safetensors files'
+    sha256s in name order."""
+    weights = sorted(name for name in files if name.endswith(".safetensors"))
+    return hashlib.sha256("".join(files[name] for name in weights).encode()).hexdigest()
+
+
+def nominee_copy_checked(copy: NomineeCopy) -> Path:
+    """The copy's folder, once its hashes are verified; a copy that fails is marked not
+    servable and NomineeRefused raised."""
+    if copy.not_servable_reason:
+        raise NomineeRefused(copy.not_servable_reason)
+    try:
+        nominee_copy_verify(copy)
+    except NomineeRefused as refused:
+        nominee_copy_refuse(copy=copy, reason=str(refused))
+        raise
+    return Path(copy.folder)
