@@ -16,7 +16,6 @@ import importlib.util
 import logging
 import os
 import secrets
-import shutil
 import signal
 import subprocess
 import sys
@@ -36,19 +35,6 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 class ServerStartError(RuntimeError):
     pass
-
-
-def transformers_cli() -> list[str]:
-    """The `transformers` CLI of this interpreter's environment (a venv need not be on PATH)."""
-    beside_python = Path(sys.executable).with_name("transformers")
-    if beside_python.exists():
-        return [str(beside_python)]
-    found = shutil.which("transformers")
-    if found:
-        return [found]
-    raise ServerStartError(
-        "the `transformers` command is not installed (pip install transformers[serving])"
-    )
 
 
 def guarded_serve_command() -> list[str]:
