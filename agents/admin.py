@@ -8,6 +8,7 @@ from agents.models import (
     Checkpoint,
     DataRecord,
     Nomination,
+    NomineeCopy,
     ProxyCall,
     Upstream,
 )
@@ -109,3 +110,11 @@ class NominationAdmin(RecordAdmin):
     list_display = ["agent", "phase", "checkpoint", "created_at", "updated_at"]
     list_filter = ["phase", "agent"]
     search_fields = ["model_card"]
+
+
+@admin.register(NomineeCopy)
+class NomineeCopyAdmin(RecordAdmin):
+    """The platform's copies of nominated checkpoints; made and checked by the phase engine."""
+
+    list_display = ["nomination", "folder", "created_at", "not_servable_reason"]
+    search_fields = ["folder", "weights_sha256", "not_servable_reason"]
