@@ -79,6 +79,19 @@ def _assert_refused(player: Player, endpoint: Endpoint, checkpoint: str) -> None
         assert checkpoint not in text
 
 
+def _assert_key_required(endpoint: Endpoint) -> None:
+    """The key itself, whatever a firewall does for agents: even this host's root, without
+    the key, gets 401 everywhere."""
+    root = endpoint.base_url.removesuffix("/v1")
+    for path in ["/v1/models", "/health", "/v1/chat/completions", "/load_model", "/reset"]:
+        done = subprocess.run(
+            ["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X",
+             "GET" if path in {"/v1/models", "/health"} else "POST", f"{root}{path}"],
+            capture_output=True, text=True, timeout=30, check=True,
+        )  # fmt: skip
+        assert done.stdout == "401", f"{path} answered {done.stdout} without the key"
+
+
 def _assert_served_to_the_platform(endpoint: Endpoint, checkpoint: str) -> None:
     assert endpoint.api_key and checkpoint not in endpoint.model and "/" not in endpoint.model
 
@@ -130,6 +143,7 @@ def test_a_local_model_server_answers_only_the_platform(players, tiny_models) ->
     try:
         (endpoint,) = backend.start([tiny_models / "instruct"])
         _assert_refused(eve, endpoint, checkpoint)
+        _assert_key_required(endpoint)
         _assert_key_hidden(eve, endpoint.api_key)
         listing = _models_listing(endpoint)
         assert endpoint.model in listing and checkpoint not in listing
@@ -155,6 +169,7 @@ def test_a_slurm_model_server_answers_only_the_platform(
     try:
         (endpoint,) = backend.start([tiny_models / "instruct"])
         _assert_refused(eve, endpoint, checkpoint)
+        _assert_key_required(endpoint)
         _assert_key_hidden(eve, endpoint.api_key)
         (job,) = backend.jobs
         # Neither the job's folder nor what Slurm shows of the job gives the key away.
