@@ -110,4 +110,4 @@ def test_an_agent_joining_a_running_phase_gets_its_budgets(provision):
     rows = cli.sacctmgr_rows(
         "assoc", ["user", "grptresmins"], f"account={dave.agent.cluster_account}"
     )
-    assert [row["grptresmins"] for row in rows if not row["user"]] == ["gres/gpu=15000"]
+    assert [row["grptresmins"] for row in rows if not row["user"]] == ["billing=15000"]

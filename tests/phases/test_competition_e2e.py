@@ -116,7 +116,7 @@ def test_two_phases_with_feedback_on_the_real_cluster(arena, slurm, shared_model
         phases_tick(engine=engine)
         for agent in agents:
             limit, usage = association(agent.cluster_account)
-            assert limit == "gres/gpu=15000" and usage == 0  # 250 GPU-hours, from zero
+            assert limit == "billing=15000" and usage == 0  # 250 GPU-hours, from zero
             own = f"{agent.name}-phase-1"
             exported = cli_as(agent, "votes", "export")
             assert exported.returncode == 0, exported.stderr

@@ -27,6 +27,7 @@ BUDGET = AccountLimits(gpu_hours=2, max_gpus=8, max_preemptible_gpus=8, max_job_
 def with_budget(player, slurm, limits: AccountLimits = BUDGET) -> ClusterAccount:
     """The agent's account with a small GPU-hour budget, as a phase would set it."""
     account = ClusterAccount.objects.get(name=player.provisioned.agent.cluster_account)
+    slurm.usage_reset(account=account.name)  # an earlier run's usage of the same account
     return account_ensure(
         name=account.name, unix_user=player.user, period=account.period, limits=limits,
         storage_gib=account.storage_gib_limit, backend=slurm,
