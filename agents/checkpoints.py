@@ -37,7 +37,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from cluster.sandbox_files import SandboxPath, UnsafePath, kind_of, open_file, read_bytes, walk
+from cluster.sandbox_files import SandboxPath, kind_of, open_file, read_bytes, walk
 
 PICKLE_SUFFIXES = {".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt"}
 MAX_ENTRIES = 10_000  # files and folders in a checkpoint folder, all levels
@@ -98,7 +98,7 @@ def inspect_checkpoint(path: SandboxPath | Path) -> CheckpointFacts:
         entries = list(walk(folder, max_entries=MAX_ENTRIES))
     except (NotADirectoryError, FileNotFoundError):
         raise CheckpointInvalid(f"{folder} is not a directory") from None
-    except UnsafePath as refused:
+    except OSError as refused:  # UnsafePath: a link or a FIFO on the way, too many files
         raise CheckpointInvalid(str(refused)) from None
     pickles = sorted(e.where.name for e in entries if e.where.path.suffix in PICKLE_SUFFIXES)
     if pickles:
