@@ -11,8 +11,7 @@
  *   - /tmp and /var/tmp are <volume>/jobs/<job id>/tmp and .../var-tmp: the same folders for
  *     every task of the job, counted against the agent's storage quota (ENOSPC past it);
  *   - /dev/shm is a fresh tmpfs, private to the task, of half the job's memory on the node:
- *     a write past it fails with ENOSPC (its pages are also charged to the job's memory
- *     cgroup), and it is freed when the task's processes are gone.
+ *     a write past it fails with ENOSPC, and it is freed when the task's processes are gone.
  * infra/slurm/epilog.sh deletes <volume>/jobs/<job id> after the job. Users without a volume
  * (the platform, the organizers) are left as they are.
  *
