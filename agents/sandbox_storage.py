@@ -88,11 +88,16 @@ class LoopImageStorage:
         created = not image.exists()
         if created:
             _create_image(image, quota_gib)
+        if not created:
+            self._grow(image, volume, home, quota_gib)
         volume.mkdir(mode=0o700, exist_ok=True)
         if not _is_mountpoint(volume):
-            _run(["mount", "-o", "loop,nosuid,nodev,noinit_itable", str(image), str(volume)])
-        if not created:
-            self._grow(image, volume, quota_gib)
+            # A job's mount namespace may still hold the image's loop device after the host
+            # unmounted it: mount that device again, never a second one on the same file.
+            device = _loop_of(image)
+            source = ["-o", "nosuid,nodev,noinit_itable", device] if device else [
+                "-o", "loop,nosuid,nodev,noinit_itable", str(image)]  # fmt: skip
+            _run(["mount", *source, str(volume)])
         inner_home, jobs = volume / "home", volume / "jobs"
         uid, gid = _ids(user)
         for folder, owner in ((inner_home, (uid, gid)), (jobs, (0, 0))):
@@ -128,15 +133,30 @@ class LoopImageStorage:
             _run(["rm", "-rf", "--one-file-system", str(path)])
         self.image(user).unlink(missing_ok=True)
 
-    def _grow(self, image: Path, volume: Path, quota_gib: int) -> None:
-        """A larger quota grows the filesystem while mounted; a smaller one is left to the
-        platform's measurement (ext4 cannot shrink while mounted)."""
-        if image.stat().st_size >= quota_gib * GIB:
+    def _grow(self, image: Path, volume: Path, home: Path, quota_gib: int) -> None:
+        """A larger quota grows the filesystem, offline: resizing a mounted ext4 needs
+        CAP_SYS_RESOURCE, which root lacks on these machines. So it grows when nothing uses
+        it (a re-provisioned agent); while the agent's processes or jobs hold it, it keeps its
+        size until the next attach. A smaller quota is left to the platform's measurement."""
+        wanted = quota_gib * GIB
+        if _filesystem_bytes(image) >= wanted:
             return
-        os.truncate(image, quota_gib * GIB)
-        device = _loop_device(volume)
-        _run(["losetup", "--set-capacity", device])
-        _run(["resize2fs", device])
+        for mountpoint in (home, volume):
+            if (
+                _is_mountpoint(mountpoint)
+                and subprocess.run(
+                    ["umount", str(mountpoint)], capture_output=True, check=False
+                ).returncode
+            ):
+                return  # in use
+        if _loop_of(image):
+            return  # still mounted in a job's namespace
+        if image.stat().st_size < wanted:
+            os.truncate(image, wanted)
+        # e2fsck -p exits 1 when it fixed something, which is fine before a resize
+        if subprocess.run(["e2fsck", "-f", "-p", str(image)], capture_output=True).returncode > 1:
+            raise StorageError(f"{image} needs a manual e2fsck before it can grow")
+        _run(["resize2fs", str(image)])
 
     def _adopt(self, user: str, home: Path, inner_home: Path) -> None:
         """Files already in `home` (a sandbox from before images, or useradd's skeleton) move
@@ -174,12 +194,28 @@ def _create_image(image: Path, quota_gib: int) -> None:
     partial.rename(image)
 
 
-def _loop_device(mountpoint: Path) -> str:
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        fields = line.split()
-        if _unescape(fields[4]) == str(mountpoint):
-            return fields[fields.index("-") + 2]
-    raise StorageError(f"{mountpoint} is not mounted")
+def _loop_of(image: Path) -> str:
+    """The loop device backing `image`, "" if none."""
+    found = subprocess.run(
+        ["losetup", "--noheadings", "--output", "NAME", "--associated", str(image)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    return found.stdout.split()[0] if found.stdout.split() else ""
+
+
+def _filesystem_bytes(image: Path) -> int:
+    """The ext4 filesystem's own size (its superblock), which may lag the image's."""
+    fields = dict(
+        line.split(":", 1)
+        for line in subprocess.run(
+            ["dumpe2fs", "-h", str(image)], capture_output=True, text=True, check=False
+        ).stdout.splitlines()
+        if ":" in line
+    )
+    try:
+        return int(fields["Block count"]) * int(fields["Block size"])
+    except (KeyError, ValueError):
+        raise StorageError(f"{image} has no readable ext4 superblock") from None
 
 
 def _is_mountpoint(path: Path) -> bool:

@@ -122,3 +122,23 @@ def test_a_jobs_dev_shm_is_private_and_held_to_its_memory(quota_players):
     assert output.startswith("started"), output
     assert not Path("/dev/shm/arena-spill").exists(), "the job wrote the host's /dev/shm"
     assert NO_SPACE in output and re.search(r"^dd=1$", output, re.M), output
+
+
+def test_a_deprovisioned_sandbox_is_kept_read_only_and_comes_back_larger(
+    quota_players, settings, slurm
+):
+    mallory = quota_players("sec_grow")
+    mallory.attack("echo notes > notes.txt")
+    sandboxes = UnixSandboxes(ROOT)
+    agent_deprovision(name="sec_grow", sandboxes=sandboxes, backend=slurm)
+    # Kept for the audit, and nothing writes to it any more, root included.
+    assert (mallory.home / "notes.txt").read_text() == "notes\n"
+    with pytest.raises(OSError, match="Read-only file system"):
+        (mallory.home / "later.txt").write_text("x")
+    settings.AGENTS_DEFAULT_STORAGE_GIB = 2
+    again = Player(agent_provision(name="sec_grow", sandboxes=sandboxes, backend=slurm))
+    assert again.shell("cat notes.txt").stdout == "notes\n"
+    size = int(again.shell(f"df -B1 --output=size {again.home} | tail -1").stdout)
+    assert size > 1.5 * 1024**3
+    grown = again.shell("fallocate -l 1500M big && echo ok")
+    assert grown.stdout.strip() == "ok", grown.stderr
