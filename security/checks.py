@@ -53,9 +53,19 @@ class Skipped(Exception):
 # --- the platform's own files -----------------------------------------------------------------
 
 
-def private_files(var_dir: Path) -> list[Problem]:
-    """VAR_DIR and everything below it private to the platform's user (no group or other
-    bits), and the secret files exactly 0600. Links are never followed: a link has no mode."""
+PROTECTED_HARDLINKS = Path("/proc/sys/fs/protected_hardlinks")
+
+
+def private_files(
+    var_dir: Path, *, protected_hardlinks: Path = PROTECTED_HARDLINKS
+) -> list[Problem]:
+    """Nobody but the platform reaches its files: VAR_DIR is a directory of the platform's own,
+    mode 0700, so nothing below it can be opened by path whatever its own mode (the local
+    cluster hands a job its 0644 script through a descriptor, model files are 0644 for the
+    servers: both fine behind a 0700 folder); no entry in it is a link, through which the
+    platform would write elsewhere; the secret files are exactly 0600; and the kernel refuses
+    other users' hard links to the platform's files (fs.protected_hardlinks), the one way to
+    reach a file without its folders. Links are never followed: a link has no mode."""
     try:
         top = var_dir.lstat()
     except FileNotFoundError:
@@ -86,36 +96,29 @@ def private_files(var_dir: Path) -> list[Problem]:
                     f"rm {path} and restart (a new one is made 0600), or chmod 600 {path}",
                 )
             )
-    # One line per top-level entry: a tree of eval logs can hold thousands of files.
     with os.scandir(var_dir) as entries:
         for entry in sorted(entries, key=lambda entry: entry.name):
-            opened = list(_open_to_others(Path(entry.path)))
-            if opened:
-                example = ", e.g. " + str(opened[0]) if len(opened) > 1 else ""
+            if entry.is_symlink():
                 problems.append(
                     Problem(
-                        f"{entry.path}: {len(opened)} file(s) or folder(s) open to group or "
-                        f"other users{example}",
-                        f"chmod -R go-rwx {entry.path}",
+                        f"{entry.path} is a link to {os.readlink(entry.path)}: what the platform"
+                        " writes there leaves its private folder",
+                        f"replace {entry.path} with a folder of its own",
                     )
                 )
+    try:
+        hardlinks = protected_hardlinks.read_text().strip()
+    except OSError:
+        hardlinks = "unknown"
+    if hardlinks != "1":
+        problems.append(
+            Problem(
+                f"fs.protected_hardlinks is {hardlinks}: another user may hard-link the"
+                " platform's files out of its private folder",
+                "sysctl -w fs.protected_hardlinks=1 (and set it in /etc/sysctl.d/)",
+            )
+        )
     return problems
-
-
-def _open_to_others(path: Path) -> Iterable[Path]:
-    info = path.lstat()
-    if stat.S_ISLNK(info.st_mode):
-        return
-    if stat.S_IMODE(info.st_mode) & 0o077:
-        yield path
-    if stat.S_ISDIR(info.st_mode):
-        try:
-            with os.scandir(path) as entries:
-                children = [Path(entry.path) for entry in entries]
-        except OSError:
-            return
-        for child in children:
-            yield from _open_to_others(child)
 
 
 # --- Slurm ---------------------------------------------------------------------------------

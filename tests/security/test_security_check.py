@@ -53,12 +53,25 @@ def test_a_private_var_dir_is_clean(var_dir):
     assert checks.private_files(var_dir) == []
 
 
-def test_a_world_readable_file_deep_in_var_dir_is_a_problem(var_dir):
-    planted = var_dir / "evals" / "phase-1" / "items.jsonl"
-    planted.chmod(0o644)
+def test_files_deep_in_a_private_var_dir_are_out_of_reach_whatever_their_mode(var_dir):
+    (var_dir / "evals" / "phase-1" / "items.jsonl").chmod(0o644)
+    assert checks.private_files(var_dir) == []
+
+
+def test_a_link_in_var_dir_is_a_problem_and_is_not_followed(var_dir, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir(mode=0o755)
+    (var_dir / "models").symlink_to(outside)
     [problem] = checks.private_files(var_dir)
-    assert str(var_dir / "evals") in problem.what
-    assert f"chmod -R go-rwx {var_dir / 'evals'}" in problem.fix
+    assert f"{var_dir / 'models'} is a link to {outside}" in problem.what
+
+
+def test_hard_links_open_to_other_users_are_a_problem(var_dir, tmp_path):
+    setting = tmp_path / "protected_hardlinks"
+    setting.write_text("0\n")
+    [problem] = checks.private_files(var_dir, protected_hardlinks=setting)
+    assert "fs.protected_hardlinks is 0" in problem.what
+    assert "sysctl -w fs.protected_hardlinks=1" in problem.fix
 
 
 def test_an_open_var_dir_and_a_loose_secret_are_problems(var_dir):
@@ -67,14 +80,6 @@ def test_an_open_var_dir_and_a_loose_secret_are_problems(var_dir):
     lines = [str(problem) for problem in checks.private_files(var_dir)]
     assert any(f"{var_dir} is mode 0755" in line for line in lines)
     assert any("secret_key" in line and "0640" in line for line in lines)
-
-
-def test_a_link_in_var_dir_is_not_followed(var_dir, tmp_path):
-    outside = tmp_path / "outside"
-    outside.mkdir(mode=0o755)
-    (outside / "world.txt").write_text("x")
-    (var_dir / "link").symlink_to(outside)
-    assert checks.private_files(var_dir) == []
 
 
 # --- Slurm ----------------------------------------------------------------------------------
