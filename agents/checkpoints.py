@@ -59,7 +59,7 @@ SAFETENSORS_DTYPES = {
 # config.json's dimensions under their names across architectures; each, where present, must
 # be a whole number from 1 to its bound.
 DIMENSIONS = {
-    "layers": (("num_hidden_layers", "n_layer", "num_layers"), 10_000),
+    "layers": (("num_hidden_layers", "n_layer", "num_layers"), 1024),  # the largest have ~128
     "hidden": (("hidden_size", "n_embd", "d_model"), 1 << 20),
     "intermediate": (("intermediate_size", "n_inner", "ffn_dim"), 1 << 22),
     "vocab": (("vocab_size",), 1 << 23),
@@ -70,7 +70,7 @@ DIMENSIONS = {
     "experts": (("num_local_experts", "num_experts", "n_routed_experts"), 1 << 12),
 }
 # A layer's index in a tensor's name: model.layers.3.mlp…, transformer.h.3.attn…
-LAYER_INDEX = re.compile(r"(?:^|\.)(?:layers|h|blocks|layer)\.(\d+)\.")
+LAYER_INDEX = re.compile(r"(?:^|\.)(?:layers|h|blocks|block|layer)\.(\d+)\.")
 # The config may describe somewhat more than a rough count of the weights (architectures differ
 # in what the estimate leaves out); not this many times more.
 IMPLIED_OVER_WEIGHTS = 4
@@ -125,8 +125,15 @@ def inspect_checkpoint(path: SandboxPath | Path) -> CheckpointFacts:
             raise CheckpointInvalid(f"{name} is larger than {bound} bytes")
 
     config = json_object(folder / "config.json")
-    dimensions = config_dimensions(config)
-    implied = implied_parameters(dimensions, config)
+    # A model's config may nest its parts' (a text_config beside a vision_config): each checked.
+    sections = [config] + [part for part in config.values() if isinstance(part, dict)]
+    if not isinstance(config.get("model_type"), str):
+        raise CheckpointInvalid("config.json has no model_type")
+    dimensions = [config_dimensions(section) for section in sections]
+    counts = [
+        n for d, c in zip(dimensions, sections, strict=True) if (n := implied_parameters(d, c))
+    ]
+    implied = sum(counts) if counts else None
     maximum = settings.AGENTS_CHECKPOINT_MAX_PARAMETERS
     if implied is not None and implied > maximum:
         raise CheckpointInvalid(
@@ -149,7 +156,8 @@ def inspect_checkpoint(path: SandboxPath | Path) -> CheckpointFacts:
             f"config.json describes a model of about {implied:,} parameters; the weights hold "
             f"{held:,}"
         )
-    end_of_turn_ids = _end_of_turn_ids(folder, files, dimensions.get("vocab"))
+    vocab = next((d["vocab"] for d in dimensions if "vocab" in d), None)
+    end_of_turn_ids = _end_of_turn_ids(folder, files, vocab)
 
     with tempfile.TemporaryDirectory(prefix="checkpoint-settings-") as private:
         for name, entry in files.items():
@@ -198,8 +206,6 @@ def json_object(where: SandboxPath) -> dict:
 
 def config_dimensions(config: dict) -> dict[str, int]:
     """The config's dimensions that are present, each checked to be a whole number in bounds."""
-    if not isinstance(config.get("model_type"), str):
-        raise CheckpointInvalid("config.json has no model_type")
     found: dict[str, int] = {}
     for dimension, (names, bound) in DIMENSIONS.items():
         for name in names:
@@ -213,8 +219,6 @@ def config_dimensions(config: dict) -> dict[str, int]:
                     f"config.json: {name} must be a whole number from 1 to {bound}, not {value!r}"
                 )
             found.setdefault(dimension, value)
-    if "layers" not in found:
-        raise CheckpointInvalid("config.json gives no number of layers (num_hidden_layers)")
     heads, hidden = found.get("heads"), found.get("hidden")
     if heads and hidden and "head_dim" not in found and hidden % heads:
         raise CheckpointInvalid(
@@ -244,11 +248,14 @@ def implied_parameters(dimensions: dict[str, int], config: dict) -> int | None:
     return embeddings + layers * (attention + mlp)
 
 
-def _layers_match(dimensions: dict[str, int], found: dict[str, tuple[int, ...]]) -> None:
+def _layers_match(dimensions: list[dict[str, int]], found: dict[str, tuple[int, ...]]) -> None:
+    """No more layers in the config than the weights hold: a model of a million layers over
+    weights of four is refused here, before anything is built."""
+    layers = max((d["layers"] for d in dimensions if "layers" in d), default=0)
     indices = {int(m.group(1)) for name in found if (m := LAYER_INDEX.search(name))}
-    if indices and dimensions["layers"] != len(indices):
+    if indices and layers > len(indices):
         raise CheckpointInvalid(
-            f"config.json describes {dimensions['layers']} layers; the weights hold {len(indices)}"
+            f"config.json describes {layers} layers; the weights hold {len(indices)}"
         )
 
 

@@ -36,14 +36,26 @@ def edit_config(folder: Path, **changes: object) -> None:
     (folder / "config.json").write_text(json.dumps(config))
 
 
-def test_a_config_with_a_million_layers_is_refused_in_seconds(players, tiny_models):
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"num_hidden_layers": 1_000_000}, "num_hidden_layers must be a whole number"),
+        ({"num_hidden_layers": 1000}, "describes 1000 layers; the weights hold 4"),
+        ({"text_config": {"num_hidden_layers": 10**6, "hidden_size": 128}}, "num_hidden_layers"),
+        ({"vocab_size": 8_000_000, "hidden_size": 1 << 20}, "parameters"),
+    ],
+    ids=["a million layers", "a thousand layers over four", "nested", "a huge embedding"],
+)
+def test_a_config_describing_a_huge_model_is_refused_in_seconds(
+    players, tiny_models, changes, message
+):
     ann = players("sec_hostile_a")
     folder = checkpoint_of(ann, tiny_models / "instruct")
-    edit_config(folder, num_hidden_layers=1_000_000)
+    edit_config(folder, **changes)
     job = job_writing_to(ann, ann.home, 21)
 
     started = time.monotonic()
-    with bounded(seconds=15, memory_mib=512), pytest.raises(RegistrationRefused, match="layers"):
+    with bounded(seconds=15, memory_mib=512), pytest.raises(RegistrationRefused, match=message):
         checkpoint_register(
             agent=ann.provisioned.agent, path="ckpt", job_id=job.scheduler_id, data_record_ids=[]
         )
@@ -59,7 +71,10 @@ def test_a_model_larger_than_the_maximum_is_refused_before_anything_is_built(
     job = job_writing_to(ann, ann.home, 22)
     settings.AGENTS_CHECKPOINT_MAX_PARAMETERS = 1000  # the tiny model has ~600k
 
-    with bounded(seconds=15, memory_mib=512), pytest.raises(RegistrationRefused, match="parameters"):
+    with (
+        bounded(seconds=15, memory_mib=512),
+        pytest.raises(RegistrationRefused, match="parameters"),
+    ):
         checkpoint_register(
             agent=ann.provisioned.agent, path="ckpt", job_id=job.scheduler_id, data_record_ids=[]
         )
@@ -93,7 +108,9 @@ def _break(folder: Path, how: str) -> None:
     elif how == "safetensors header a list":
         weights.write_bytes(_safetensors_header([1, 2]))
     elif how == "safetensors offsets past the end":
-        header = json.loads(weights.read_bytes()[8 : 8 + struct.unpack("<Q", weights.read_bytes()[:8])[0]])
+        header = json.loads(
+            weights.read_bytes()[8 : 8 + struct.unpack("<Q", weights.read_bytes()[:8])[0]]
+        )
         for name, tensor in header.items():
             if name != "__metadata__":
                 tensor["data_offsets"] = [0, 10**12]

@@ -21,8 +21,8 @@ from agents.models import NomineeCopy
 from agents.services import checkpoint_register, nomination_set
 from arena.competition.models import Competition, Phase
 from arena.phases.models import PhaseContestant
-from arena.phases.serving import ArenaServers
 from arena.phases.services import phases_tick
+from arena.phases.serving import ArenaServers
 from arena.serving.backends import LocalServingBackend, ServingBackend
 from arena.serving.client import Endpoint
 from arena.serving.local import ServerStartError
@@ -116,7 +116,7 @@ def test_weights_swapped_after_nominating_never_reach_the_arena(
     # After the freeze, the agent swaps in the markdown model's weights and config.
     ann.attack(
         "chmod u+w ckpt/* && cat /dev/null > ckpt/model.safetensors && "
-        "echo '{\"model_type\": \"llama\", \"num_hidden_layers\": 1000000}' > ckpt/config.json"
+        'echo \'{"model_type": "llama", "num_hidden_layers": 1000000}\' > ckpt/config.json'
     )
 
     entry = entry_of(ann)
@@ -235,7 +235,9 @@ def test_a_broken_config_among_good_models_stops_no_other_real_server(
     )
     try:
         started = servers.sync()
-        assert sorted(started) == sorted([entry_of(ann).contestant.display_name, "reference-instruct"])
+        assert sorted(started) == sorted(
+            [entry_of(ann).contestant.display_name, "reference-instruct"]
+        )
         assert not Contestant.objects.get(display_name="reference-base").active
         assert Contestant.objects.get(display_name="reference-instruct").active
         assert servers.sync() == []  # the broken one is not retried every round
