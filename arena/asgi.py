@@ -14,14 +14,19 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from channels.sessions import SessionMiddlewareStack  # noqa: E402
 
-from agents.gateway import websockets_off_gateway  # noqa: E402
+from agents.gateway import gateway_scope, websockets_off_gateway  # noqa: E402
 from frontend.routing import websocket_urlpatterns  # noqa: E402
 
-application = ProtocolTypeRouter(
-    {
-        "http": django_http,
-        "websocket": websockets_off_gateway(
-            AllowedHostsOriginValidator(SessionMiddlewareStack(URLRouter(websocket_urlpatterns)))
-        ),
-    }
+# On the agents' gateway port a client's `Daphne-Root-Path` is dropped before anything routes.
+application = gateway_scope(
+    ProtocolTypeRouter(
+        {
+            "http": django_http,
+            "websocket": websockets_off_gateway(
+                AllowedHostsOriginValidator(
+                    SessionMiddlewareStack(URLRouter(websocket_urlpatterns))
+                )
+            ),
+        }
+    )
 )

@@ -250,3 +250,45 @@ def test_the_gateway_port_refuses_websockets(two_ports):
     site_port = int(two_ports.site.rsplit(":", 1)[1])
     assert _websocket_status(site_port, "/ws/leaderboard/") == 101
     assert _websocket_status(two_ports.gateway_port, "/ws/leaderboard/") != 101
+
+
+def _gateway_request(base: str, method: str, path: str, headers: dict[str, str]) -> int:
+    import httpx
+
+    return httpx.request(
+        method, f"{base}{path}", headers=headers, timeout=30, follow_redirects=False
+    ).status_code
+
+
+@pytest.mark.parametrize(
+    "method,path,headers",
+    [
+        # Daphne copies a client's Daphne-Root-Path into scope["root_path"]; Django then routes
+        # on the path with that prefix cut off, while request.path keeps it.
+        ("GET", "/api/admin/", {"Daphne-Root-Path": "/api"}),
+        ("GET", "/api/admin/login/", {"Daphne-Root-Path": "/api"}),
+        ("GET", "/proxy/organizer/", {"Daphne-Root-Path": "/proxy"}),
+        ("GET", "/api/leaderboard/", {"Daphne-Root-Path": "/api"}),
+        ("GET", "/api/v1/admin/", {"Daphne-Root-Path": "/api/v1"}),
+        # The voters' own endpoints live under /api/ too: an agent must not start battles.
+        ("POST", "/api/battles", {}),
+        ("POST", "/api/battles/x/vote", {}),
+        ("GET", "/api/prompts/suggest", {}),
+        ("GET", "/api/leaderboard", {}),
+    ],
+    ids=lambda value: value if isinstance(value, str) else ",".join(value) or "-",
+)
+def test_the_gateway_cannot_be_bypassed_with_a_root_path_or_the_voters_api(
+    two_ports, method, path, headers
+):
+    assert _gateway_request(two_ports.gateway, method, path, headers) == 404
+
+
+def test_the_gateway_still_answers_the_agent_api_with_a_root_path_header(two_ports):
+    # A root path the client sets is ignored on the gateway: the agent API still answers.
+    headers = {"Daphne-Root-Path": "/api"}
+    assert _gateway_request(two_ports.gateway, "GET", "/api/v1/openapi.json", headers) == 200
+    assert _gateway_request(two_ports.gateway, "GET", "/api/v1/openapi.json", {}) == 200
+    assert _gateway_request(two_ports.gateway, "GET", "/proxy/v1/models", {}) == 401
+    # The voters' port keeps its voters' API.
+    assert _gateway_request(two_ports.site, "GET", "/api/leaderboard", {}) == 200
