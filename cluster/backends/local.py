@@ -22,6 +22,7 @@ import json
 import os
 import pickle
 import pwd
+import re
 import shlex
 import signal
 import subprocess
@@ -114,6 +115,9 @@ class LocalBackend(ClusterBackend):
             pwd.getpwnam(unix_user)
         except KeyError:
             raise SubmitRefused(f"the account's Unix user {unix_user} does not exist") from None
+        bad = [k for k, v in request.env.items() if not _ENV_KEY.match(k) or "\0" in v]
+        if bad:
+            raise SubmitRefused(f"invalid environment variables: {', '.join(sorted(bad))}")
         job_id = str(self._next_id())
         folder = self.root / "jobs" / job_id
         # The job's user reads its script through a descriptor the wrapper opens (see _launch):
@@ -281,7 +285,10 @@ class LocalBackend(ClusterBackend):
             reason = self._blocking_reason(meta)
             (folder / "reason").write_text(reason)
             if not reason:
-                self._launch(meta)
+                try:
+                    self._launch(meta)
+                except Exception as failed:  # this job fails; the scheduler goes on for others
+                    self._fail_unlaunched(folder, failed)
 
     def _blocking_reason(self, meta: dict) -> str:
         limits = self._account(meta["account"]) or {}
@@ -325,20 +332,30 @@ class LocalBackend(ClusterBackend):
             "SLURM_JOB_NODELIST": "localhost",
             "SLURM_SUBMIT_DIR": meta["workdir"],
         }
+        # The wrapper runs as the platform: its environment is fixed, never the job's (a job's
+        # BASH_ENV, PATH or LD_PRELOAD in a root shell would be root's). The job's variables
+        # reach the job alone, after it became its user, through descriptor 4.
         if meta.get("callable"):
-            env = {**os.environ, **job_env}  # the platform's own code, as with submitit
+            wrapper_env = {**os.environ, **job_env}  # the platform's own code, as with submitit
+            job_vars: dict[str, str] = {}
         else:
-            env = {**login_environment(user), **job_env}
+            wrapper_env = dict(WRAPPER_ENV)
+            job_vars = {**login_environment(user), **job_env}
+        (folder / "env.sh").write_text(
+            "".join(f"export {key}={shlex.quote(value)}\n" for key, value in job_vars.items())
+        )
+        (folder / "env.sh").chmod(0o644)  # read through the descriptor, like script.sh
         # The job: as its user (no-op for the platform's own), from its working directory,
         # its output opened there by that user, the script read through descriptor 3.
         as_user = (
             []
             if user == _current_user()
             else ["setpriv", f"--reuid={user}", f"--regid={pwd.getpwnam(user).pw_gid}",
-                  "--init-groups", "--"]
+                  "--init-groups", "--reset-env", "--"]
         )  # fmt: skip
         job = shlex.join(
-            [*as_user, "bash", "-c", 'cd -- "$1" && exec bash /dev/fd/3 >>"$2" 2>&1',
+            [*as_user, "bash", "-c",
+             '. /dev/fd/4 && exec 4<&- && cd -- "$1" && exec bash /dev/fd/3 >>"$2" 2>&1',
              "job", meta["workdir"], output]
         )  # fmt: skip
         q = {name: shlex.quote(str(folder / name)) for name in ("start", "end", "exit", "job-pid")}
@@ -348,18 +365,25 @@ class LocalBackend(ClusterBackend):
         wrapper = (
             f"date -u +%Y-%m-%dT%H:%M:%S+00:00 > {q['start']}; "
             f"timeout --signal=TERM --kill-after=10 {meta['time_limit_minutes']}m {job} "
-            f"3< {shlex.quote(str(folder / 'script.sh'))} & "
+            f"3< {shlex.quote(str(folder / 'script.sh'))} 4< {shlex.quote(str(folder / 'env.sh'))} & "
             f"echo $! > {q['job-pid']}; wait $!; code=$?; "
             f"echo $code > {q['exit']}; "
             f"date -u +%Y-%m-%dT%H:%M:%S+00:00 > {q['end']}"
         )
         with (folder / "wrapper.log").open("ab") as log:
             process = subprocess.Popen(
-                ["bash", "-c", wrapper], cwd=folder, env=env, stdin=subprocess.DEVNULL,
+                ["bash", "-c", wrapper], cwd=folder, env=wrapper_env, stdin=subprocess.DEVNULL,
                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
             )  # fmt: skip
         (folder / "pid").write_text(str(process.pid))
         (folder / "start").touch(exist_ok=True)  # visible as running at once; the wrapper fills it
+
+    @staticmethod
+    def _fail_unlaunched(folder: Path, failed: Exception) -> None:
+        now = timezone.now().isoformat()
+        (folder / "wrapper.log").write_text(f"the job could not be started: {failed}\n")
+        for name, text in (("start", now), ("exit", "1"), ("end", now)):
+            (folder / name).write_text(text)
 
     def _state(self, meta: dict) -> str:
         folder = self.root / "jobs" / meta["id"]
@@ -454,6 +478,11 @@ def _read_time(path: Path) -> datetime | None:
     except FileNotFoundError:
         return None
     return datetime.fromisoformat(text) if text else None
+
+
+_ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# What the scheduler's own wrapper runs with, whoever's job it wraps.
+WRAPPER_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
 
 
 def _current_user() -> str:

@@ -7,6 +7,7 @@ only the wrapper around it.
 
 from __future__ import annotations
 
+import json
 import pwd
 import shutil
 import subprocess
@@ -134,6 +135,67 @@ def test_cancel_everything_stops_every_account_and_waits_for_the_processes(
     cancelled = backend.cancel_everything(grace_s=2)
     assert sorted(cancelled) == sorted(j.scheduler_id for j in jobs)
     assert not _processes_of(USER), "SIGKILL follows a job that ignores SIGTERM"
+
+
+@pytest.mark.parametrize("variable", ["BASH_ENV", "ENV", "LD_PRELOAD", "PATH"])
+def test_a_jobs_variables_never_reach_the_schedulers_root_shell(
+    backend, account, mallory, tmp_path, variable
+):
+    """The red team's probe: a job's BASH_ENV made the wrapper source the agent's file as root."""
+    traps = tmp_path / "traps"
+    traps.mkdir(mode=0o777)
+    traps.chmod(0o777)
+    payload = mallory / "payload.sh"
+    payload.write_text(f"id -u >> {traps}/ran-as-$(id -u)\n")
+    payload.chmod(0o755)
+    shutil.chown(payload, user=USER, group=USER)
+    shim = mallory / "bin"
+    shim.mkdir()
+    for name in ("date", "timeout", "setpriv", "bash", "env"):  # a PATH the agent fills
+        (shim / name).write_text(f'#!/bin/sh\n{payload}\nexec /usr/bin/{name} "$@"\n')
+        (shim / name).chmod(0o755)
+    value = {"BASH_ENV": str(payload), "ENV": str(payload), "PATH": f"{shim}:/usr/bin:/bin",
+             "LD_PRELOAD": str(mallory / "evil.so")}[variable]  # fmt: skip
+    request = JobRequest(
+        name="job", script="true", nodes=1, gpus_per_node=1, time_limit_minutes=1,
+        preemptible=False, workdir=mallory, env={variable: value},
+    )  # fmt: skip
+    job = job_submit(account=account, request=request, backend=backend)
+    wait_for_state(job, {"COMPLETED", "FAILED"}, backend=backend, timeout_s=30)
+    assert not (traps / "ran-as-0").exists(), "the agent's variable ran code as root"
+
+
+def test_a_job_that_cannot_start_fails_alone(backend, account, mallory):
+    """A waiting job that can no longer be launched (its user was removed meanwhile, say) fails
+    by itself; it must not jam the scheduler for every account, as it did."""
+    holder = submit_gpus(backend, account, mallory, "sleep 300", gpus=8)
+    wait_for_state(holder, {"RUNNING"}, backend=backend, timeout_s=30)
+    doomed = submit_gpus(backend, account, mallory, "true", gpus=1)  # waits for a GPU
+    meta_path = backend.root / "jobs" / doomed.scheduler_id / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    meta["unix_user"] = "no_such_user_left"
+    meta_path.write_text(json.dumps(meta))
+    job_cancel(job=holder, backend=backend)
+    wait_for_state(doomed, {"FAILED"}, backend=backend, timeout_s=30)
+    other = submit(backend, account, mallory, "echo still scheduling")
+    wait_for_state(other, {"COMPLETED"}, backend=backend, timeout_s=30)
+
+
+def submit_gpus(backend, account, workdir: Path, script: str, *, gpus: int):
+    request = JobRequest(
+        name="job", script=script, nodes=1, gpus_per_node=gpus, time_limit_minutes=5,
+        preemptible=False, workdir=workdir,
+    )  # fmt: skip
+    return job_submit(account=account, request=request, backend=backend)
+
+
+def test_an_environment_variable_name_the_shell_cannot_hold_is_refused(backend, account, mallory):
+    request = JobRequest(
+        name="job", script="true", nodes=1, gpus_per_node=1, time_limit_minutes=1,
+        preemptible=False, workdir=mallory, env={"A=B": "1"},
+    )  # fmt: skip
+    with pytest.raises(SubmitRefused, match="invalid environment"):
+        backend.submit(account="agent_mallory", unix_user=USER, request=request)
 
 
 def test_a_python_callable_never_runs_as_an_agent(backend, account, mallory):
