@@ -6,10 +6,9 @@ small model that answers right but untidily is not scored as wrong."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
-import tempfile
+import secrets
 
+from evalsuite import untrusted
 from evalsuite.registry import CHOICE_LETTERS
 
 CODE_TIMEOUT_S = 10.0
@@ -75,21 +74,19 @@ def extract_code(text: str) -> str:
 
 
 def code_correct(text: str, asserts: str, *, timeout_s: float = CODE_TIMEOUT_S) -> bool:
-    """Run the answer's code and then the asserts in a fresh, isolated interpreter.
+    """Run the answer's code and then the asserts in a fresh interpreter; correct when it
+    reaches the end (a line only the harness knows, printed after the asserts) and exits 0.
 
-    This executes model output: the evaluation job runs it under the organizer's cluster
-    account in a scratch directory with a time limit, as the HumanEval and MBPP harnesses do.
+    This executes model output, which the agent chooses: `untrusted.run_python` runs it as an
+    unprivileged user with an empty environment, rlimits, a private folder, capped output, and
+    every process it started killed after. Exiting 0 before the asserts is not correct.
     """
-    program = extract_code(text) + "\n\n" + asserts + "\n"
-    with tempfile.TemporaryDirectory(prefix="evalsuite-code-") as scratch:
-        try:
-            done = subprocess.run(
-                [sys.executable, "-I", "-c", program],
-                cwd=scratch,
-                capture_output=True,
-                timeout=timeout_s,
-                stdin=subprocess.DEVNULL,
-            )
-        except subprocess.TimeoutExpired:
-            return False
-    return done.returncode == 0
+    done_line = f"asserts-passed-{secrets.token_hex(16)}"
+    ending = f"print('\\n' + {done_line!r}, flush=True)"
+    program = f"{extract_code(text)}\n\n{asserts}\n\n{ending}\n"
+    outcome = untrusted.run_python(program, timeout_s=timeout_s)
+    return (
+        outcome.returncode == 0
+        and not outcome.timed_out
+        and done_line.encode() in outcome.tail.splitlines()
+    )
