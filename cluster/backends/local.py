@@ -202,6 +202,13 @@ class LocalBackend(ClusterBackend):
                 time.sleep(0.1)
             if self._job_processes_alive(folder):
                 self._signal(folder, signal.SIGKILL)
+        # SIGKILL is delivered at once, but a process is gone only once the kernel has torn it
+        # down: wait for that, so that "cancelled" means nothing is left running.
+        deadline = time.monotonic() + 5
+        while any(self._job_processes_alive(self.root / "jobs" / m["id"]) for m in live):
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
         return [m["id"] for m in live]
 
     def running_jobs(self) -> list[str]:
