@@ -7,7 +7,6 @@ contestant as a GPU job on the cluster.
 
 from __future__ import annotations
 
-import socket
 from abc import ABC, abstractmethod
 from pathlib import Path
 
@@ -15,7 +14,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from arena.serving.client import Endpoint
-from arena.serving.local import SupervisedModelServer
+from arena.serving.local import SupervisedModelServer, bind_free_listener
 
 
 class ServingBackend(ABC):
@@ -41,15 +40,20 @@ class LocalServingBackend(ServingBackend):
         port = self.base_port
         try:
             for checkpoint in checkpoints:
-                port = _next_free_port(self.host, port)
+                # The platform binds the port itself and keeps it (arena/serving/local.py): a
+                # port picked, let go and bound again later by the server could be an agent's
+                # by then.
+                listener = bind_free_listener(self.host, port)
+                port = listener.getsockname()[1]
                 server = SupervisedModelServer(
                     checkpoint=checkpoint.resolve(),
                     port=port,
                     host=self.host,
                     log_path=self.log_dir / f"serve-{port}.log",
+                    listener=listener,
                 )
-                server.launch()
                 started.append(server)
+                server.launch()
                 port += 1
             for server in started:  # the models load concurrently
                 server.wait_ready()
@@ -83,14 +87,3 @@ def serving_backend_from_settings() -> ServingBackend:
     raise ImproperlyConfigured(
         f"ARENA_SERVING_BACKEND={name!r} is not a known backend (local, slurm)"
     )
-
-
-def _next_free_port(host: str, start: int) -> int:
-    for port in range(start, start + 1000):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-            try:
-                probe.bind((host, port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError(f"no free port on {host} from {start}")

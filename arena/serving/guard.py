@@ -9,7 +9,15 @@ is no unguarded port left behind it for anyone to reach. The guard
 - answers only what the arena uses: `/health`, `/v1/models`, `/v1/chat/completions` and
   `/v1/completions` (404 for the rest: `/load_model`, `/reset`, ...);
 - serves the model under an opaque name: requests name it, `/v1/models` lists it, and the
-  checkpoint path is replaced by it in answers.
+  checkpoint path is replaced by it in answers;
+- proves it holds the key without anyone sending it: `GET /health?nonce=N` (no key) answers
+  `{"status": "ok", "proof": HMAC-SHA256(key, "arena-health:" + N)}` once the server is up. The
+  platform's readiness and liveness checks use only this (arena/serving/local.py
+  `authorized_health`), so a listener that is not the platform's server learns nothing from
+  them and cannot pass them;
+- with `--fd N`, serves on a listening socket the platform bound and handed down (the local
+  backend): the port is the platform's from before the server starts until it is stopped, so
+  no one else can listen there first.
 
 vLLM needs none of this (`VLLM_API_KEY` and `--served-model-name`); see arena/serving/slurm.py.
 This module imports no Django: it runs on cluster nodes too.
@@ -18,15 +26,20 @@ This module imports no Django: it runs on cluster nodes too.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import hmac
 import json
 import os
+import re
+import socket
 import sys
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
+from urllib.parse import parse_qs
 
 KEY_VARIABLE = "ARENA_SERVE_KEY"
 MAX_REQUEST_BYTES = 8 * 1024 * 1024
+NONCE = re.compile(r"[A-Za-z0-9_-]{16,128}")
 ROUTES = {
     ("GET", "/health"),
     ("GET", "/v1/models"),
@@ -48,6 +61,7 @@ class KeyGuard:
         if not key:
             raise ValueError("a model server needs a key")
         self.app = app
+        self.key = key
         self.expected = f"Bearer {key}".encode()
         self.served_model_name = served_model_name
         self.checkpoint = checkpoint
@@ -62,6 +76,10 @@ class KeyGuard:
             return
         if scope["type"] != "http":
             await send({"type": "websocket.close", "code": 1008})
+            return
+        nonce = _health_nonce(scope)
+        if nonce is not None:
+            await self._prove(scope, receive, send, nonce)
             return
         if not self._authorized(scope):
             await _reply(send, 401, "missing or invalid API key", "authentication_error")
@@ -90,6 +108,21 @@ class KeyGuard:
                 return
             scope, receive = _with_body(scope, receive, rewritten)
         await self.app(scope, receive, self._renaming(send))
+
+    async def _prove(self, scope: Scope, receive: Receive, send: Send, nonce: str) -> None:
+        """The server's own `/health` first (is it up?), then the proof in place of its body."""
+        status = 0
+
+        async def capture(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+
+        await self.app({**scope, "query_string": b""}, receive, capture)
+        if status != 200:
+            await _reply(send, 503, "not ready", "server_error")
+            return
+        await _send_json(send, 200, {"status": "ok", "proof": health_proof(self.key, nonce)})
 
     def _authorized(self, scope: Scope) -> bool:
         for name, value in scope["headers"]:
@@ -135,6 +168,21 @@ class KeyGuard:
             await send(message)
 
         return renaming_send
+
+
+def health_proof(key: str, nonce: str) -> str:
+    """What only a holder of `key` can answer to the challenge `nonce`."""
+    return hmac.new(key.encode(), f"arena-health:{nonce}".encode(), hashlib.sha256).hexdigest()
+
+
+def _health_nonce(scope: Scope) -> str | None:
+    """The nonce of a `GET /health?nonce=N` challenge; None for any other request."""
+    if (scope["method"], scope["path"]) != ("GET", "/health"):
+        return None
+    values = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("nonce", [])
+    if len(values) != 1 or not NONCE.fullmatch(values[0]):
+        return None
+    return values[0]
 
 
 async def _read_body(receive: Receive) -> bytes | None:
@@ -183,6 +231,9 @@ async def _send_json(send: Send, status: int, payload: dict[str, Any]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--served-model-name", required=True)
+    parser.add_argument(
+        "--fd", type=int, help="serve on this inherited listening socket, not --host/--port"
+    )
     own, serve_args = parser.parse_known_args(argv)
     key = os.environ.pop(KEY_VARIABLE, "")  # the model's code has no use for it
     if not key:
@@ -204,8 +255,28 @@ def main(argv: list[str] | None = None) -> int:
         )
 
     server_module.build_server = guarded_build_server  # `Serve` imports it when it runs
+    if own.fd is not None:
+        _serve_on_inherited_socket(socket.socket(fileno=own.fd))
     sys.argv = ["transformers", "serve", *serve_args]
     return transformers_main() or 0
+
+
+def _serve_on_inherited_socket(listener: socket.socket) -> None:
+    """Make `transformers serve`'s uvicorn serve on `listener` (bound and listening already)
+    instead of binding its `--host`/`--port`."""
+    import uvicorn
+
+    if (
+        listener.type != socket.SOCK_STREAM
+        or listener.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN) != 1
+    ):
+        raise SystemExit("--fd must be a listening TCP socket")
+    run = uvicorn.Server.run
+
+    def run_on_listener(self: Any, sockets: Any = None) -> Any:
+        return run(self, sockets=[listener])
+
+    uvicorn.Server.run = run_on_listener  # type: ignore[method-assign]
 
 
 if __name__ == "__main__":

@@ -8,15 +8,24 @@ arena cannot tell a local server from a vLLM job on a GPU node.
 Agents' Unix users share this machine, so each server runs behind its own key and under an
 opaque model name (arena/serving/guard.py): only the platform, which holds the key, gets an
 answer, and nothing it answers names the checkpoint.
+
+Agents can also listen on ports. The platform therefore binds each server's port itself, before
+the server starts, and hands the listening socket down (`guard --fd`); it keeps it across
+restarts and closes it only when the server is stopped, so the port is never free for an agent
+to take while the platform may send to it. And no check ever sends the key: `/health` is asked
+with a challenge only the key's holder can answer (`authorized_health`).
 """
 
 from __future__ import annotations
 
+import hmac
 import importlib.util
+import json
 import logging
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -27,13 +36,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from arena.serving.client import Endpoint
-from arena.serving.guard import KEY_VARIABLE
+from arena.serving.guard import KEY_VARIABLE, health_proof
 
 log = logging.getLogger(__name__)
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 class ServerStartError(RuntimeError):
+    pass
+
+
+class PortTaken(ServerStartError):
     pass
 
 
@@ -50,15 +63,49 @@ def serving_secrets() -> tuple[str, str]:
 
 
 def authorized_health(base_url: str, api_key: str) -> bool:
-    """Whether the server at `base_url` (no `/v1`) answers `/health` to the key's holder."""
-    request = urllib.request.Request(
-        f"{base_url}/health", headers={"Authorization": f"Bearer {api_key}"}
-    )
+    """Whether the server at `base_url` (no `/v1`) is up and holds `api_key`. The key is never
+    sent: the server answers a fresh challenge with HMAC-SHA256(key, nonce) (guard.py), which
+    whoever else listens there can neither learn from this request nor forge."""
+    nonce = secrets.token_urlsafe(24)
     try:
-        with urllib.request.urlopen(request, timeout=2) as reply:
-            return reply.status == 200
-    except (urllib.error.URLError, OSError):
+        with urllib.request.urlopen(f"{base_url}/health?nonce={nonce}", timeout=2) as reply:
+            if reply.status != 200:
+                return False
+            answer = json.loads(reply.read(4096))
+    except (urllib.error.URLError, OSError, ValueError):
         return False
+    proof = answer.get("proof") if isinstance(answer, dict) else None
+    return isinstance(proof, str) and hmac.compare_digest(
+        proof.encode(), health_proof(api_key, nonce).encode()
+    )
+
+
+def bind_listener(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on host:port that this process owns; PortTaken when someone
+    else (an agent, say) has the port. SO_REUSEADDR only lets it bind past old connections in
+    TIME_WAIT: Linux never lets a second socket bind an address a socket listens on with it
+    (and `listen` fails if one got there first); no SO_REUSEPORT, which would share it."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind((host, port))
+        listener.listen(128)
+    except OSError as exc:
+        listener.close()
+        raise PortTaken(f"{host}:{port} is not free ({exc.strerror or exc})") from None
+    listener.set_inheritable(False)  # handed to its server only, through pass_fds
+    return listener
+
+
+def bind_free_listener(host: str, start: int, tries: int = 1000) -> socket.socket:
+    """The first port from `start` the platform can bind itself, bound and listening."""
+    for port in range(start, start + tries):
+        try:
+            return bind_listener(host, port)
+        except PortTaken:
+            continue
+    raise ServerStartError(f"no free port on {host} from {start}")
 
 
 @dataclass
@@ -75,6 +122,9 @@ class SupervisedModelServer:
     # The key the platform's client sends and the name it asks for; new for every server.
     api_key: str = field(default="", repr=False)
     served_model_name: str = ""
+    # The port's listening socket, bound by the platform (see the module's docstring); bound
+    # by `launch` when not given.
+    listener: socket.socket | None = field(default=None, repr=False)
     _process: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
     _stopping: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
     _watcher: threading.Thread | None = field(default=None, init=False, repr=False)
@@ -107,6 +157,8 @@ class SupervisedModelServer:
     def launch(self) -> None:
         if not (self.checkpoint / "config.json").exists():
             raise ServerStartError(f"{self.checkpoint} is not a model checkpoint (no config.json)")
+        if self.listener is None:
+            self.listener = bind_listener(self.host, self.port)
         self._stopping.clear()
         self._spawn()
 
@@ -143,15 +195,22 @@ class SupervisedModelServer:
             process, self._process = self._process, None
         if process is not None:
             _terminate_group(process, timeout_s)
+        with self._lock:
+            listener, self.listener = self.listener, None
+        if listener is not None:
+            listener.close()  # only now may the port go to anyone else
         if self._watcher is not None and self._watcher is not threading.current_thread():
             self._watcher.join(timeout=timeout_s)
 
     def _spawn(self) -> None:
+        listener = self.listener
+        if listener is None:  # stopped meanwhile
+            return
         command = [
             *guarded_serve_command(),
             "--served-model-name", self.served_model_name,
-            "--host", self.host,
-            "--port", str(self.port),
+            # The server serves on the platform's socket; it binds nothing itself.
+            "--fd", str(listener.fileno()),
             "--device", "cpu",
             str(self.checkpoint),
         ]  # fmt: skip
@@ -176,7 +235,12 @@ class SupervisedModelServer:
         )
         try:
             process = subprocess.Popen(
-                command, stdout=output, stderr=subprocess.STDOUT, env=env, start_new_session=True
+                command,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+                pass_fds=(listener.fileno(),),
             )
         finally:
             if output != subprocess.DEVNULL:

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 import shlex
+import shutil
 import subprocess
+import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -19,7 +22,7 @@ from django.db import connection
 
 from arena.serving.backends import LocalServingBackend
 from arena.serving.client import Endpoint, StreamEnd, TextDelta, stream_chat
-from arena.serving.local import serving_secrets
+from arena.serving.local import ServerStartError, authorized_health, serving_secrets
 from arena.serving.models import Contestant
 from arena.serving.services import contestant_register
 from arena.serving.slurm import SlurmServingBackend
@@ -195,3 +198,189 @@ def test_a_database_reader_finds_no_model_server_key() -> None:
         (stored,) = cursor.fetchone()
     assert key not in stored and stored.startswith("fernet:")
     assert Contestant.objects.get(display_name="keyed").api_key == key
+
+
+# The agent's squatter, run as its own Unix user: it holds every free port of a block, watches
+# the process table for a model server that names the port it is about to bind, and listens
+# there first. Whatever connects is written down and gets `200 {"status": "ok"}`, so a
+# readiness check that trusts any 200 hands the agent the contestant's endpoint.
+SQUATTER = r"""
+import os, re, socket, sys, threading, time
+first, count, seconds, caught = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+marker = sys.argv[5] if len(sys.argv) > 5 else ""
+held, lock = [], threading.Lock()
+
+def serve(listener):
+    while True:
+        try:
+            connection, _ = listener.accept()
+        except OSError:
+            return
+        connection.settimeout(5)
+        try:
+            data = connection.recv(65536)
+            with lock, open(caught, "ab") as log:
+                log.write(b"port %d\n" % listener.getsockname()[1] + data + b"\n--\n")
+            body = b'{"status": "ok", "proof": "0"}'
+            connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                               b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body)
+        except OSError:
+            pass
+        finally:
+            connection.close()
+
+def hold(port):
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind(("127.0.0.1", port))
+        listener.listen(64)
+    except OSError:
+        listener.close()
+        return False
+    held.append(port)
+    threading.Thread(target=serve, args=(listener,), daemon=True).start()
+    return True
+
+for port in range(first, first + count):
+    hold(port)
+with open(caught + ".held", "w") as out:
+    out.write(" ".join(map(str, held)))
+deadline = time.monotonic() + seconds
+while time.monotonic() < deadline:
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as file:
+                args = file.read().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if "arena.serving.guard" not in " ".join(args) or marker not in " ".join(args):
+            continue
+        for flag, value in zip(args, args[1:]):
+            # Only its own test's servers: other servers on this host are not this test's.
+            if flag == "--port" and value.isdigit() and int(value) not in held and (
+                    marker or first <= int(value) < first + 50):
+                hold(int(value))
+    time.sleep(0.005)
+"""
+
+
+def test_an_agent_listening_first_on_a_model_servers_port_gets_nothing(
+    players, tiny_models, tmp_path
+) -> None:
+    """Issue 12, item 12 (review): the platform picked a free port, let it go, and the server
+    bound it seconds later; an agent listening there first got the readiness check, with the
+    key, and became the contestant's endpoint. Now the platform never sends anything to a
+    listener it has not verified as its own server."""
+    mallory: Player = players("sec_serve_mallory")
+    first, count = 18600, 6
+    caught = mallory.home / "caught.log"
+    squatter = subprocess.Popen(
+        ["runuser", "-u", mallory.user, "--", "python3", "-c", SQUATTER,
+         str(first), str(count), "240", str(caught)],
+        cwd=mallory.home, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    backend = LocalServingBackend(host="127.0.0.1", base_port=first, log_dir=TEST_LOG_DIR)
+    checkpoint = str((tiny_models / "instruct").resolve())
+    try:
+        held_file = Path(f"{caught}.held")
+        for _ in range(200):
+            if held_file.exists():
+                break
+            time.sleep(0.05)
+        held = {int(port) for port in held_file.read_text().split()}
+        assert held, "the squatter holds no port"
+        (endpoint,) = backend.start([tiny_models / "instruct"])
+        port = urlsplit(endpoint.base_url).port
+        seen = caught.read_bytes() if caught.exists() else b""
+        assert endpoint.api_key.encode() not in seen, "the platform sent the key to the agent"
+        assert seen == b"", f"the platform talked to the agent's listener: {seen[:300]!r}"
+        assert port not in held
+        (server,) = backend.servers
+        assert server.pid is not None and port in _listening_ports(server.pid), (
+            "the endpoint is not the platform's own server"
+        )
+        _assert_served_to_the_platform(endpoint, checkpoint)
+        seen = caught.read_bytes() if caught.exists() else b""
+        assert endpoint.api_key.encode() not in seen
+    finally:
+        backend.stop()
+        squatter.terminate()
+        squatter.wait(timeout=30)
+
+
+def test_a_listener_that_answers_200_to_everything_is_not_a_model_server(players) -> None:
+    """The readiness check proves who answers without sending the key: a listener that says
+    200 to anything learns nothing and is not taken for a server."""
+    mallory: Player = players("sec_serve_mallory")
+    first = 18620
+    caught = mallory.home / "caught.log"
+    squatter = subprocess.Popen(
+        ["runuser", "-u", mallory.user, "--", "python3", "-c", SQUATTER,
+         str(first), "1", "60", str(caught)],
+        cwd=mallory.home, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        held_file = Path(f"{caught}.held")
+        for _ in range(200):
+            if held_file.exists():
+                break
+            time.sleep(0.05)
+        assert held_file.read_text().split() == [str(first)]
+        key, _ = serving_secrets()
+        assert not authorized_health(f"http://127.0.0.1:{first}", key)
+        seen = caught.read_bytes()
+        assert seen, "the check never reached the listener"
+        assert key.encode() not in seen
+    finally:
+        squatter.terminate()
+        squatter.wait(timeout=30)
+
+
+def test_an_agent_listening_first_on_a_slurm_servers_port_gets_nothing(
+    players, tiny_models, slurm, serving_folder: Path
+) -> None:
+    """The same race on a cluster node: the job picked a port, let it go, wrote endpoint.json
+    and only then started the server. The agent (on the same node) watches for the server's
+    `--port` and listens there first, every time. The platform must never send it the key nor
+    take it for the server: the job checks whose socket listens before it says where the server
+    is, tries other ports, and fails with a clear reason when every one is taken."""
+    mallory: Player = players("sec_serve_mallory")
+    # A checkpoint path of its own: the squatter goes after this test's server only.
+    checkpoint = serving_folder / f"ckpt-{secrets.token_hex(4)}"
+    shutil.copytree(tiny_models / "instruct", checkpoint)
+    caught = mallory.home / "caught.log"
+    squatter = subprocess.Popen(
+        ["runuser", "-u", mallory.user, "--", "python3", "-c", SQUATTER,
+         "1", "0", "400", str(caught), checkpoint.name],
+        cwd=mallory.home, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    backend = SlurmServingBackend(
+        command=TEST_COMMAND, folder=serving_folder, cluster=slurm, ready_timeout_s=300,
+        memory_mb=SERVER_MEMORY_MB,
+    )  # fmt: skip
+    try:
+        held_file = Path(f"{caught}.held")
+        for _ in range(200):
+            if held_file.exists():
+                break
+            time.sleep(0.05)
+        try:
+            (endpoint,) = backend.start([checkpoint])
+        except ServerStartError as refused:
+            assert "taken by another user" in str(refused), refused
+            endpoint = None
+        seen = caught.read_bytes() if caught.exists() else b""
+        assert b"Bearer" not in seen, "the platform sent the key to the agent"
+        if endpoint is not None:
+            port = urlsplit(endpoint.base_url).port
+            assert f"port {port}\n".encode() not in seen
+            _assert_served_to_the_platform(endpoint, str(checkpoint.resolve()))
+        else:
+            assert seen == b"", f"the platform talked to the agent's listener: {seen[:300]!r}"
+    finally:
+        backend.stop()
+        squatter.terminate()
+        squatter.wait(timeout=30)
