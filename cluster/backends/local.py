@@ -51,12 +51,17 @@ from cluster.backends.base import (
 from cluster.backends.slurm import login_environment
 from cluster.reasons import pending_reason
 
+_ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Jobs an account may have queued at once, as on the Slurm setup (AGENT_MAX_SUBMIT).
+MAX_QUEUED_PER_ACCOUNT = 200
+
 
 class LocalBackend(ClusterBackend):
     name = "local"
 
-    def __init__(self, *, log_dir: Path) -> None:
+    def __init__(self, *, log_dir: Path, max_queued: int = MAX_QUEUED_PER_ACCOUNT) -> None:
         self.root = log_dir
+        self.max_queued = max_queued
         (self.root / "jobs").mkdir(parents=True, exist_ok=True)
         (self.root / "accounts").mkdir(parents=True, exist_ok=True)
 
@@ -115,6 +120,15 @@ class LocalBackend(ClusterBackend):
             pwd.getpwnam(unix_user)
         except KeyError:
             raise SubmitRefused(f"the account's Unix user {unix_user} does not exist") from None
+        queued = [
+            m for m in self._jobs()
+            if m["account"] == account and self._state(m) in {"PENDING", "RUNNING"}
+        ]  # fmt: skip
+        if len(queued) >= self.max_queued:
+            raise SubmitRefused(
+                "the account already has the most jobs it may have queued at once; wait for "
+                "some to end"
+            )
         bad = [k for k, v in request.env.items() if not _ENV_KEY.match(k) or "\0" in v]
         if bad:
             raise SubmitRefused(f"invalid environment variables: {', '.join(sorted(bad))}")
@@ -487,7 +501,6 @@ def _read_time(path: Path) -> datetime | None:
     return datetime.fromisoformat(text) if text else None
 
 
-_ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # What the scheduler's own wrapper runs with, whoever's job it wraps.
 WRAPPER_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
 

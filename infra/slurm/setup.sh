@@ -407,6 +407,10 @@ has_assoc() { [ -n "$(sacctmgr -n -P show assoc where cluster="$CLUSTER" user="$
 # node (CPU-only or memory-only jobs must not fill nodes and strand other agents' GPUs).
 AGENT_GPUS=8
 AGENT_TRES="cpu=$((AGENT_GPUS * CPUS_PER_NODE / GPUS_PER_NODE)),mem=$((AGENT_GPUS * MEM_PER_NODE / GPUS_PER_NODE)),gres/gpu=$AGENT_GPUS"
+# Jobs an agent may have in the queue at once: the controller holds at most MaxJobCount (10,000)
+# for everyone, and one agent's held jobs must not fill it and lock out the others and the
+# platform's own serving and evaluation jobs.
+AGENT_MAX_SUBMIT=200
 
 ensure_accounting() {
   # Create if missing, then always set the wanted values so re-runs converge. The platform
@@ -419,9 +423,11 @@ ensure_accounting() {
   has_qos normal || sacctmgr -i add qos normal >/dev/null
   has_qos platform || sacctmgr -i add qos platform >/dev/null
   sacctmgr_set qos where name=preemptible set Priority=0 PreemptMode=requeue \
-    MaxWall=24:00:00 MaxTRESPerAccount="$AGENT_TRES" Flags=DenyOnLimit
+    MaxWall=24:00:00 MaxTRESPerAccount="$AGENT_TRES" MaxSubmitJobsPerAccount=$AGENT_MAX_SUBMIT \
+    Flags=DenyOnLimit
   sacctmgr_set qos where name=normal set Priority=100 Preempt=preemptible \
-    MaxWall=24:00:00 MaxTRESPerAccount="$AGENT_TRES" Flags=DenyOnLimit
+    MaxWall=24:00:00 MaxTRESPerAccount="$AGENT_TRES" MaxSubmitJobsPerAccount=$AGENT_MAX_SUBMIT \
+    Flags=DenyOnLimit
   sacctmgr_set qos where name=platform set Priority=100 Preempt=preemptible \
     MaxWall=24:00:00 Flags=DenyOnLimit
   # Parent of the per-agent accounts; children inherit its QOS list and default.

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from cluster.backends.base import AccountLimits, JobRequest, SubmitRefused
-from cluster.backends.local import LocalBackend
+from cluster.backends.local import MAX_QUEUED_PER_ACCOUNT, LocalBackend
 from cluster.services import account_ensure, job_cancel, job_submit
 from tests.cluster.conftest import wait_for_state
 
@@ -196,6 +196,21 @@ def test_an_environment_variable_name_the_shell_cannot_hold_is_refused(backend, 
     )  # fmt: skip
     with pytest.raises(SubmitRefused, match="invalid environment"):
         backend.submit(account="agent_mallory", unix_user=USER, request=request)
+
+
+def test_an_agent_cannot_fill_the_local_queue(account, mallory, tmp_path):
+    assert MAX_QUEUED_PER_ACCOUNT == 200  # as AGENT_MAX_SUBMIT in infra/slurm/setup.sh
+    backend = LocalBackend(log_dir=tmp_path / "small-queue", max_queued=5)
+    account_ensure(
+        name="agent_mallory", unix_user=USER, period="p", limits=LIMITS, storage_gib=1,
+        backend=backend,
+    )  # fmt: skip
+    holder = submit_gpus(backend, account, mallory, "sleep 300", gpus=8)
+    for _ in range(4):  # each waits for the holder's GPUs
+        submit_gpus(backend, account, mallory, "true", gpus=1)
+    with pytest.raises(SubmitRefused, match="most jobs it may have queued"):
+        submit_gpus(backend, account, mallory, "true", gpus=1)
+    job_cancel(job=holder, backend=backend)
 
 
 def test_a_python_callable_never_runs_as_an_agent(backend, account, mallory):
