@@ -5,6 +5,8 @@ service, shapes the reply. The schema is served at `/api/v1/openapi.json`."""
 from __future__ import annotations
 
 import json
+import os
+import stat
 from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
@@ -19,6 +21,7 @@ from agents.selectors import agent_budget, agent_for_token, agent_job
 from agents.services import RegistrationRefused, checkpoint_register, data_register, nomination_set
 from cluster.backends.base import JobRequest, SubmitRefused
 from cluster.models import ClusterAccount, Job
+from cluster.sandbox_files import UnsafePath, kind_of, locate
 from cluster.selectors import job_output
 from cluster.services import cluster_sync, job_cancel, job_submit
 
@@ -129,6 +132,33 @@ def job_json(job: Job) -> dict[str, Any]:
     }
 
 
+def _workdir(sandbox: Path, text: str) -> Path | JsonResponse:
+    """The job's working directory below the sandbox, judged by its text (`..` lexically) and
+    then reached without following a link: the platform (root) never resolves an agent's
+    path, so a link loop or a link out of the sandbox is a clear refusal, not a 500. A folder
+    not made yet is accepted, as before: the job itself (the agent's user) goes there."""
+    try:
+        where = locate(sandbox, text)
+    except (UnsafePath, ValueError):
+        shown = os.path.normpath(sandbox / text) if "\0" not in text else repr(text)
+        return error(
+            400, f"the working directory {shown} is outside your sandbox", "outside_sandbox"
+        )
+    try:
+        info = where.stat()
+    except FileNotFoundError:
+        return where.path
+    except (OSError, ValueError) as refused:  # UnsafePath: a link on the way; a NUL byte
+        return error(400, f"the working directory cannot be used: {refused}", "bad_workdir")
+    if not stat.S_ISDIR(info.st_mode):
+        return error(
+            400,
+            f"the working directory {where} is {kind_of(info.st_mode)}, not a folder",
+            "bad_workdir",
+        )
+    return where.path
+
+
 def _job_request(body: Any, sandbox: Path) -> JobRequest | JsonResponse:
     if not isinstance(body, dict):
         return error(400, "the request body must be a JSON object", "bad_request")
@@ -145,11 +175,9 @@ def _job_request(body: Any, sandbox: Path) -> JobRequest | JsonResponse:
         ):
             return error(400, f"'{field}' must be a positive integer", "bad_request")
         numbers[field] = value
-    workdir = (sandbox / str(body.get("workdir", "."))).resolve()
-    if workdir != sandbox.resolve() and sandbox.resolve() not in workdir.parents:
-        return error(
-            400, f"the working directory {workdir} is outside your sandbox", "outside_sandbox"
-        )
+    workdir = _workdir(sandbox, str(body.get("workdir", ".")))
+    if isinstance(workdir, JsonResponse):
+        return workdir
     env = body.get("env", {})
     if not isinstance(env, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in env.items()

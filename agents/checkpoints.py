@@ -29,6 +29,7 @@ import json
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -37,12 +38,13 @@ from pathlib import Path
 
 from django.conf import settings
 
-from cluster.sandbox_files import SandboxPath, kind_of, open_file, read_bytes, walk
+from cluster.sandbox_files import SandboxPath, is_sparse, kind_of, open_file, read_bytes, walk
 
 PICKLE_SUFFIXES = {".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt"}
 MAX_ENTRIES = 10_000  # files and folders in a checkpoint folder, all levels
 MAX_SETTINGS_FILE_BYTES = 128 * 1024**2  # a large vocabulary's tokenizer.json is tens of MB
 MAX_CONFIG_BYTES = 1024**2  # config.json and generation_config.json are a few kB
+MIN_FREE_BYTES = 1024**3  # left free where the platform copies agents' files
 MAX_HEADER_BYTES = 100 * 1024**2  # the safetensors library's own limit
 MAX_TENSORS = 200_000
 # Loaded by transformers (in the probe): each within MAX_SETTINGS_FILE_BYTES or refused.
@@ -159,12 +161,25 @@ def inspect_checkpoint(path: SandboxPath | Path) -> CheckpointFacts:
     vocab = next((d["vocab"] for d in dimensions if "vocab" in d), None)
     end_of_turn_ids = _end_of_turn_ids(folder, files, vocab)
 
+    # Only the settings files the probe loads are copied (each bounded above, never a sparse
+    # one): anything else at the top level is the agent's business, not root's /tmp's.
+    settings_files = sorted(SETTINGS_FILES & files.keys())
+    for name in settings_files:
+        if is_sparse(files[name].info):
+            raise CheckpointInvalid(f"{name} is a sparse file: write it out in full")
+    needed = sum(files[name].info.st_size for name in settings_files)
+    scratch = tempfile.gettempdir()
+    if shutil.disk_usage(scratch).free < needed + MIN_FREE_BYTES:
+        raise CheckpointInvalid(
+            f"the platform has no room to check the settings files now ({scratch} is full); "
+            "try again later"
+        )
     with tempfile.TemporaryDirectory(prefix="checkpoint-settings-") as private:
-        for name, entry in files.items():
-            if name in weights or entry.info.st_size > MAX_SETTINGS_FILE_BYTES:
-                continue  # not needed to load the settings; too large ones are not copied
+        for name in settings_files:
             try:
-                content = read_bytes(entry.where, max_bytes=MAX_SETTINGS_FILE_BYTES)
+                content = read_bytes(
+                    files[name].where, max_bytes=MAX_SETTINGS_FILE_BYTES, dense=True
+                )
             except OSError as exc:  # changed since the listing: a link now, say
                 raise CheckpointInvalid(str(exc)) from None
             (Path(private) / name).write_bytes(content)

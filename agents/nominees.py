@@ -5,10 +5,13 @@ validation, turn a file into a link to a rival's, or break its config. So when a
 its nominations, each nominated checkpoint is copied into `AGENTS_NOMINEE_STORE` — a folder the
 platform owns, 0700, files 0400 — and from then on only that copy is served and evaluated:
 
-- The copy reads the sandbox through `cluster.sandbox_files`: the checkpoint's top-level regular
-  files only (a link, FIFO, device or a hard link to another's file is refused, never followed),
-  each within `MAX_HASH_BYTES`, all within `AGENTS_NOMINEE_MAX_GIB`. Every byte is hashed as it
-  is copied, so the hashes are those of the copy.
+- The copy reads the sandbox through `cluster.sandbox_files`: the checkpoint's top-level
+  weights (`*.safetensors`) and the settings files a server loads (`COPIED_SETTINGS`), nothing
+  else (a link, FIFO, device, sparse file or a hard link to another's file is refused, never
+  followed). The weights are bounded by what the registered parameter count implies
+  (`MAX_BYTES_PER_PARAMETER` each, plus the headers), each settings file by the validation's
+  bounds, all by `AGENTS_NOMINEE_MAX_GIB`, and the store must have room for it all before a
+  byte is written. Every byte is hashed as it is copied, so the hashes are those of the copy.
 - The copy is validated again (`inspect_checkpoint`, bounded), and its weights must be those
   registered (`Checkpoint.weights_sha256`): weights swapped since registration are refused.
 - Before each server start the copy's files are hashed again (`nominee_copy_verify`); a copy
@@ -32,7 +35,14 @@ from pathlib import Path
 from django.conf import settings
 from django.utils import timezone
 
-from agents.checkpoints import CheckpointInvalid, inspect_checkpoint
+from agents.checkpoints import (
+    MAX_CONFIG_BYTES,
+    MAX_SETTINGS_FILE_BYTES,
+    MIN_FREE_BYTES,
+    SETTINGS_FILES,
+    CheckpointInvalid,
+    inspect_checkpoint,
+)
 from agents.models import Nomination, NomineeCopy
 from cluster.sandbox_files import (
     HASH_BLOCK,
@@ -43,12 +53,17 @@ from cluster.sandbox_files import (
     kind_of,
     locate,
     open_file,
+    refuse_sparse,
     walk,
 )
 
 log = logging.getLogger(__name__)
 
 MAX_ENTRIES = 10_000  # as checkpoint validation
+# Copied beside the weights: what validation and a server load. Nothing else is copied.
+COPIED_SETTINGS = frozenset(SETTINGS_FILES | {"model.safetensors.index.json"})
+MAX_BYTES_PER_PARAMETER = 4  # float32; bf16/fp16 checkpoints need half
+HEADER_SLACK_BYTES = 8 * 1024**2  # a safetensors file's header, beyond its tensors
 
 
 class NomineeRefused(Exception):
@@ -153,7 +168,7 @@ def _copy(nomination: Nomination) -> tuple[Path, dict[str, str]]:
     store = nominee_store()
     incoming = Path(tempfile.mkdtemp(prefix=f".incoming-{nomination.pk}-", dir=store))
     try:
-        files = _copy_files(source, incoming)
+        files = _copy_files(source, incoming, parameters=checkpoint.parameters)
         target = store / f"nomination-{nomination.pk}-{incoming.name.rsplit('-', 1)[-1]}"
         incoming.rename(target)
     except BaseException:
@@ -162,30 +177,57 @@ def _copy(nomination: Nomination) -> tuple[Path, dict[str, str]]:
     return target, files
 
 
-def _copy_files(source: SandboxPath, into: Path) -> dict[str, str]:
-    budget = settings.AGENTS_NOMINEE_MAX_GIB * 1024**3
-    files: dict[str, str] = {}
+def _copy_files(source: SandboxPath, into: Path, *, parameters: int) -> dict[str, str]:
+    """Copy the weights and the settings files, after checking every bound on the listing."""
     try:
         entries = [e for e in walk(source, max_entries=MAX_ENTRIES) if e.where.parent == source]
     except (NotADirectoryError, FileNotFoundError):
         raise NomineeRefused(f"{source} is not a folder") from None
+    chosen = []
     for entry in entries:
-        if entry.is_folder:
-            continue  # a trainer's own sub-checkpoints: not served
+        name = entry.where.name
+        if not (name.endswith(".safetensors") or name in COPIED_SETTINGS):
+            continue  # sub-checkpoints, optimizer states, anything else: not served
         if not entry.is_file:
             raise NomineeRefused(
-                f"{entry.where.name} is {kind_of(entry.info.st_mode)}: a checkpoint holds "
-                "regular files only"
+                f"{name} is {kind_of(entry.info.st_mode)}: a checkpoint holds regular files only"
             )
-        files[entry.where.name], copied = _copy_file(entry.where, into, budget)
-        budget -= copied
+        refuse_sparse(entry.where, entry.info)
+        chosen.append(entry)
+    weights = [e for e in chosen if e.where.name.endswith(".safetensors")]
+    weight_bytes = sum(e.info.st_size for e in weights)
+    weight_bound = parameters * MAX_BYTES_PER_PARAMETER + len(weights) * HEADER_SLACK_BYTES
+    if weight_bytes > weight_bound:
+        raise NomineeRefused(
+            f"the weights are {weight_bytes} bytes, more than the {weight_bound} that "
+            f"{parameters:,} registered parameters can need"
+        )
+    for entry in chosen:
+        name = entry.where.name
+        if name in COPIED_SETTINGS:
+            bound = MAX_CONFIG_BYTES if name.endswith("config.json") else MAX_SETTINGS_FILE_BYTES
+            if entry.info.st_size > bound:
+                raise NomineeRefused(f"{name} is larger than {bound} bytes")
+    total = sum(e.info.st_size for e in chosen)
+    budget = settings.AGENTS_NOMINEE_MAX_GIB * 1024**3
+    if total > budget:
+        raise NomineeRefused(f"the checkpoint is {total} bytes, more than the {budget} allowed")
+    free = shutil.disk_usage(into).free
+    if free < total + MIN_FREE_BYTES:
+        raise NomineeRefused(
+            f"the nominee store has {free} bytes free, too few for {total} (organizers: "
+            "make room and copy again)"
+        )
+    files: dict[str, str] = {}
+    for entry in chosen:  # each no larger than listed: a file grown since is refused
+        files[entry.where.name], _ = _copy_file(entry.where, into, entry.info.st_size)
     return files
 
 
 def _copy_file(where: SandboxPath, into: Path, budget: int) -> tuple[str, int]:
     """Copy one file, never reading past its size, MAX_HASH_BYTES or the budget left."""
     digest = hashlib.sha256()
-    with open_file(where) as source:
+    with open_file(where, dense=True) as source:
         size = os.fstat(source.fileno()).st_size
         if size > min(MAX_HASH_BYTES, budget):
             raise UnsafePath(f"{where} is larger than the {min(MAX_HASH_BYTES, budget)} bytes left")

@@ -8,6 +8,7 @@ import os
 import re
 import secrets
 import stat
+import time
 from dataclasses import dataclass
 from decimal import ROUND_UP, Decimal
 from pathlib import Path
@@ -220,6 +221,8 @@ class RegistrationRefused(ValueError):
 
 
 MAX_DATA_FOLDER_ENTRIES = 100_000
+MAX_DATA_BYTES = 32 * 1024**3  # in all: register a larger data set in parts, or a sample
+MAX_DATA_HASH_SECONDS = 120
 
 
 def sandbox_path(agent: Agent, path: str) -> SandboxPath:
@@ -249,10 +252,15 @@ def sandbox_path(agent: Agent, path: str) -> SandboxPath:
 
 def content_sha256(where: SandboxPath) -> str:
     """The file's sha256, or for a folder the sha256 of its files' relative paths and hashes.
-    Raises UnsafePath for a link or a special file inside, or a hard link to another's file."""
+    Raises UnsafePath for a link or a special file inside, a hard link to another's file, a
+    sparse file, more than MAX_DATA_BYTES, or a hash past MAX_DATA_HASH_SECONDS: it runs in
+    a request, and the agent must not hold the platform's worker for hours."""
+    deadline = time.monotonic() + MAX_DATA_HASH_SECONDS
     if stat.S_ISREG(where.stat().st_mode):
-        return file_sha256(where)
-    return tree_sha256(where, max_entries=MAX_DATA_FOLDER_ENTRIES)
+        return file_sha256(where, max_bytes=MAX_DATA_BYTES, deadline=deadline)
+    return tree_sha256(
+        where, max_entries=MAX_DATA_FOLDER_ENTRIES, max_bytes=MAX_DATA_BYTES, deadline=deadline
+    )
 
 
 def data_register(

@@ -16,7 +16,11 @@ reaches such files only through this module:
 - A write creates a fresh file under a random name with `O_EXCL`. It gives the file to the
   agent with `fchown`/`fchmod` on the descriptor, then renames it over the target.
 - Walks never enter links and hold two descriptors at most, however deep the tree. A folder
-  moved while it is walked stops the walk.
+  moved while it is walked stops the walk. Walks and hashes take bounds: entries, total bytes,
+  a deadline.
+- A sparse file (allocated blocks well below its length) is refused wherever the platform
+  hashes or copies it: its holes cost the agent nothing and the platform every byte it reads
+  or writes out.
 
 The root itself (a sandbox's home, the sandboxes' parent folder, a platform model) is the
 platform's choice and is opened as named. This module imports nothing from other apps.
@@ -32,6 +36,7 @@ import pwd
 import secrets
 import shutil
 import stat
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -41,6 +46,10 @@ from typing import BinaryIO
 # read, so a hash costs at most this many bytes of reading.
 MAX_HASH_BYTES = 128 * 1024**3
 HASH_BLOCK = 1 << 20
+# A folder hashed as one (a data set) holds at most this many bytes in all.
+MAX_TREE_BYTES = 64 * 1024**3
+# Below this length a file is never called sparse (small files may sit in one block, or none).
+SPARSE_MIN_BYTES = 1 << 20
 
 _FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # O_NONBLOCK: opening a FIFO for reading waits for a writer without it. O_NOCTTY: a terminal
@@ -190,9 +199,28 @@ def _refusal(where: SandboxPath, folder: int, exc: OSError) -> OSError:
     return UnsafePath(f"{where} is {kind_of(info.st_mode)}: {exc.strerror}")
 
 
-def open_file(where: SandboxPath | Path) -> BinaryIO:
+def is_sparse(info: os.stat_result) -> bool:
+    """Allocated blocks well below the length: mostly holes."""
+    return info.st_size > SPARSE_MIN_BYTES and info.st_blocks * 512 < info.st_size // 2
+
+
+def refuse_sparse(where: SandboxPath | Path | str, info: os.stat_result) -> None:
+    if is_sparse(info):
+        raise UnsafePath(
+            f"{where} is a sparse file ({info.st_size} bytes long, {info.st_blocks * 512} "
+            "allocated): the platform does not hash or copy holes; write the file out in full"
+        )
+
+
+def _check_deadline(deadline: float | None, what: object) -> None:
+    if deadline is not None and time.monotonic() > deadline:
+        raise UnsafePath(f"{what} took longer than the platform allows; use fewer, smaller files")
+
+
+def open_file(where: SandboxPath | Path, *, dense: bool = False) -> BinaryIO:
     """The regular file at `where`, open for reading; links, FIFOs, devices and sockets are
-    refused before a byte is read, and so is another owner's file with several names."""
+    refused before a byte is read, and so is another owner's file with several names. With
+    `dense`, a sparse file is refused too (for a hash or a copy: every byte will be read)."""
     where = as_sandbox_path(where)
     folder = _open_folder(where.parent)
     try:
@@ -210,13 +238,17 @@ def open_file(where: SandboxPath | Path) -> BinaryIO:
     if info.st_nlink > 1 and info.st_uid != root_owner:
         os.close(fd)
         raise UnsafePath(f"{where} is a hard link to a file its folder's owner does not own")
+    if dense and is_sparse(info):
+        os.close(fd)
+        refuse_sparse(where, info)
     os.set_blocking(fd, True)
     return os.fdopen(fd, "rb")
 
 
-def read_bytes(where: SandboxPath | Path, *, max_bytes: int) -> bytes:
-    """The whole file, refused (UnsafePath) if it is larger than `max_bytes`."""
-    with open_file(where) as data:
+def read_bytes(where: SandboxPath | Path, *, max_bytes: int, dense: bool = False) -> bytes:
+    """The whole file, refused (UnsafePath) if it is larger than `max_bytes` (or, with
+    `dense`, sparse)."""
+    with open_file(where, dense=dense) as data:
         if os.fstat(data.fileno()).st_size > max_bytes:
             raise UnsafePath(f"{where} is larger than {max_bytes} bytes")
         content = data.read(max_bytes + 1)
@@ -236,16 +268,22 @@ def read_tail(where: SandboxPath | Path, *, max_bytes: int) -> bytes:
         return data.read(max_bytes)
 
 
-def file_sha256(where: SandboxPath | Path, *, max_bytes: int = MAX_HASH_BYTES) -> str:
-    """The sha256 of a regular file's content; the platform's one file hash."""
+def file_sha256(
+    where: SandboxPath | Path, *, max_bytes: int = MAX_HASH_BYTES, deadline: float | None = None
+) -> str:
+    """The sha256 of a regular file's content; the platform's one file hash. A sparse file is
+    refused, and so is a hash still running at `deadline` (time.monotonic())."""
     digest = hashlib.sha256()
     with open_file(where) as data:
-        if os.fstat(data.fileno()).st_size > max_bytes:
+        info = os.fstat(data.fileno())
+        if info.st_size > max_bytes:
             raise UnsafePath(f"{where} is larger than {max_bytes} bytes")
+        refuse_sparse(where, info)
         left = max_bytes + 1
         while block := data.read(min(HASH_BLOCK, left)):
             digest.update(block)
             left -= len(block)
+            _check_deadline(deadline, f"hashing {where}")
     if left <= 0:
         raise UnsafePath(f"{where} is larger than {max_bytes} bytes")
     return digest.hexdigest()
@@ -273,11 +311,13 @@ def walk(
     *,
     skip_folders: frozenset[str] = frozenset(),
     max_entries: int | None = None,
+    deadline: float | None = None,
 ) -> Iterator[Entry]:
     """Every entry below the folder `where`, depth first, names sorted, a folder before its
     contents. Links and special files are yielded as what they are and never entered; folders
-    named in `skip_folders` are yielded but not entered. More than `max_entries` entries, or a
-    folder moved during the walk, raise UnsafePath."""
+    named in `skip_folders` are yielded but not entered. More than `max_entries` entries, a
+    walk still going at `deadline` (time.monotonic()), or a folder moved during the walk,
+    raise UnsafePath."""
     where = where if isinstance(where, SandboxPath) else SandboxPath(where)
     fd = _open_folder(where)
     try:
@@ -300,6 +340,7 @@ def walk(
             seen += 1
             if max_entries is not None and seen > max_entries:
                 raise UnsafePath(f"{where} holds more than {max_entries} files and folders")
+            _check_deadline(deadline, f"walking {where}")
             yield Entry(folder / name, info)
             if stat.S_ISDIR(info.st_mode) and name not in skip_folders:
                 try:
@@ -317,11 +358,13 @@ def walk(
 
 
 def _back_up(fd: int, expected: os.stat_result, left: SandboxPath) -> int:
+    """The parent of `fd`, checked; `fd` is closed on success only (the walk closes it
+    otherwise, and must never close a number twice: it may be another thread's file now)."""
     parent = os.open("..", _FOLDER_FLAGS, dir_fd=fd)
-    os.close(fd)
     if not os.path.samestat(os.fstat(parent), expected):
         os.close(parent)
         raise UnsafePath(f"{left} was moved while it was walked")
+    os.close(fd)
     return parent
 
 
@@ -337,17 +380,34 @@ def walk_files(
             yield entry.where
 
 
-def tree_sha256(where: SandboxPath, *, max_entries: int) -> str:
+def tree_sha256(
+    where: SandboxPath,
+    *,
+    max_entries: int,
+    max_bytes: int = MAX_TREE_BYTES,
+    deadline: float | None = None,
+) -> str:
     """The sha256 of a folder: of its files' relative paths and hashes, in path order. A link
-    or a special file inside is refused: the hash would not say what it stands for."""
-    digest = hashlib.sha256()
-    for entry in walk(where, max_entries=max_entries):
+    or a special file inside is refused: the hash would not say what it stands for. So is a
+    sparse file, more than `max_bytes` in all (all checked before a byte is read), or a hash
+    still running at `deadline` (time.monotonic())."""
+    files: list[Entry] = []
+    total = 0
+    for entry in walk(where, max_entries=max_entries, deadline=deadline):
         if entry.is_folder:
             continue
         if not entry.is_file:
             raise UnsafePath(f"{entry.where} is {kind_of(entry.info.st_mode)}; only files count")
+        refuse_sparse(entry.where, entry.info)
+        total += entry.info.st_size
+        if total > max_bytes:
+            raise UnsafePath(f"{where} holds more than {max_bytes} bytes")
+        files.append(entry)
+    digest = hashlib.sha256()
+    for entry in files:
         relative = entry.where.relative.relative_to(where.relative)
-        digest.update(f"{relative}\0{file_sha256(entry.where)}\n".encode())
+        hashed = file_sha256(entry.where, max_bytes=max_bytes, deadline=deadline)
+        digest.update(f"{relative}\0{hashed}\n".encode())
     return digest.hexdigest()
 
 

@@ -434,18 +434,50 @@ class StorageLine:
 
 def storage_measure_all(*, backend: ClusterBackend | None = None) -> list[StorageLine]:
     """Measure every open account that has a sandbox: the agents'. Closed accounts (a
-    deprovisioned agent's sandbox is kept for the audit) and the organizers' are skipped."""
+    deprovisioned agent's sandbox is kept for the audit) and the organizers' are skipped.
+
+    One account's sandbox failing to be measured (an agent renaming folders in a loop while
+    it is walked, say) is logged and recorded against that account alone, which is then
+    treated as over its quota: its submissions stop until a measurement succeeds. The others
+    are measured all the same."""
     backend = backend or cluster_backend()
     lines = []
     open_accounts = ClusterAccount.objects.exclude(storage_path="").filter(
         submissions_blocked_reason=""
     )
     for account in open_accounts:
-        used = storage_measure(account=account, backend=backend)
+        try:
+            used = storage_measure(account=account, backend=backend)
+        except Exception as failed:
+            log.warning("storage of account %s could not be measured: %s", account.name, failed)
+            _storage_unmeasurable(account=account, failure=str(failed), backend=backend)
+            used = account.storage_bytes_used
         lines.append(
             StorageLine(account.name, used, account.storage_gib_limit, account.blocked_reason)
         )
     return lines
+
+
+def _storage_unmeasurable(
+    *, account: ClusterAccount, failure: str, backend: ClusterBackend
+) -> None:
+    """Block the account's submissions as if over its quota, saying why."""
+    reason = (
+        f"the sandbox could not be measured ({failure}); submissions stop until it can be: "
+        "stop moving folders while the platform measures them"
+    )[:300]
+    with transaction.atomic():
+        locked = ClusterAccount.objects.select_for_update().get(pk=account.pk)
+        was_blocked = bool(locked.blocked_reason)
+        locked.storage_measured_at = timezone.now()
+        locked.storage_blocked_reason = reason
+        locked.save(update_fields=["storage_measured_at", "storage_blocked_reason"])
+    account.refresh_from_db()
+    if not was_blocked:  # job_submit refuses on the reason above; the scheduler too, if it can
+        try:
+            backend.account_block(account=account.name, blocked=True)
+        except Exception as failed:
+            log.warning("the scheduler could not block account %s: %s", account.name, failed)
 
 
 def disk_usage_bytes(path: Path) -> int:
