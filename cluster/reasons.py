@@ -123,7 +123,7 @@ SUBMIT_ERRORS = [
     ("AssocGrpGRES", "the job asks for more GPUs than the account may use at once"),
     ("AssocMaxSubmitJobLimit", "the account may not submit jobs now{blocked}"),
     (
-        "MaxSubmitJobsPerAccount",  # 22.05 prints the limit's name
+        "GrpSubmitJobs",
         "the account already has the most jobs it may have queued at once; wait for some to end",
     ),
     ("Invalid account", "you may not submit under that account"),

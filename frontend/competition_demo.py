@@ -372,13 +372,20 @@ def cluster_jobs_cancel(say: Say) -> None:
             say(f"cancelled {len(cancelled)} cluster job(s): {', '.join(cancelled)}")
 
 
-def agent_processes_end(agents: list[Agent]) -> None:
-    """Whatever an agent's user still runs (a job child that left its process group, say)."""
-    for agent in agents:
-        subprocess.run(["pkill", "-KILL", "-u", agent.unix_user], check=False)
+def agent_processes_end(agents: list[Agent], *, timeout_s: float = 15.0) -> None:
+    """Whatever an agent's user still runs (a job child that left its process group, say),
+    until none is left: SIGKILL is delivered at once, but a process is gone only once the
+    kernel has torn it down, and one may fork between two rounds."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        for agent in agents:
+            subprocess.run(["pkill", "-KILL", "-u", agent.unix_user], check=False)
+        if not leftovers(agents, jobs=False) or time.monotonic() > deadline:
+            return
+        time.sleep(0.1)
 
 
-def leftovers(agents: list[Agent]) -> list[str]:
+def leftovers(agents: list[Agent], *, jobs: bool = True) -> list[str]:
     """Processes the demo started that are still running: its agents' and its jobs'."""
     found = []
     uids = {}
@@ -400,7 +407,7 @@ def leftovers(agents: list[Agent]) -> list[str]:
                 f"{uids[uid]}: pid {entry.name} {stat[stat.index('(') : stat.rindex(')') + 1]}"
             )
     backend = cluster_backend()
-    if isinstance(backend, LocalBackend):
+    if jobs and isinstance(backend, LocalBackend):
         found.extend(f"cluster job {job} still running" for job in backend.running_jobs())
     return found
 

@@ -25,6 +25,12 @@ class AccountLimits:
     platform: bool = False
 
 
+# Jobs an agent's account may have queued (pending or running) at once. Slurm's controller holds
+# at most MaxJobCount jobs for everyone, and one agent's held jobs must not fill it and lock out
+# the other agents and the platform's own serving and evaluation jobs.
+MAX_QUEUED_JOBS = 200
+
+
 @dataclass(frozen=True)
 class JobRequest:
     name: str

@@ -39,6 +39,7 @@ import cloudpickle
 from django.utils import timezone
 
 from cluster.backends.base import (
+    MAX_QUEUED_JOBS,
     PREEMPTIBLE_QOS,
     AccountingRow,
     AccountLimits,
@@ -52,14 +53,12 @@ from cluster.backends.slurm import login_environment
 from cluster.reasons import pending_reason
 
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-# Jobs an account may have queued at once, as on the Slurm setup (AGENT_MAX_SUBMIT).
-MAX_QUEUED_PER_ACCOUNT = 200
 
 
 class LocalBackend(ClusterBackend):
     name = "local"
 
-    def __init__(self, *, log_dir: Path, max_queued: int = MAX_QUEUED_PER_ACCOUNT) -> None:
+    def __init__(self, *, log_dir: Path, max_queued: int = MAX_QUEUED_JOBS) -> None:
         self.root = log_dir
         self.max_queued = max_queued
         (self.root / "jobs").mkdir(parents=True, exist_ok=True)

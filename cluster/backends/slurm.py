@@ -19,6 +19,7 @@ import submitit
 from django.utils import timezone
 
 from cluster.backends.base import (
+    MAX_QUEUED_JOBS,
     NORMAL_QOS,
     PLATFORM_QOS,
     PREEMPTIBLE_QOS,
@@ -69,6 +70,8 @@ class SlurmBackend(ClusterBackend):
             # The organizers' accounts share the `platform` QOS, whose limits are the site's
             # (infra/slurm/setup.sh): their GPUs at once are capped on their own association.
             account_limits.append(f"GrpTRES=gres/gpu={limits.max_gpus}")
+        else:
+            account_limits.append(f"GrpSubmitJobs={MAX_QUEUED_JOBS}")
         cli.sacctmgr("modify", "account", "where", f"name={account}", "set", *account_limits)
         if limits.platform:
             return

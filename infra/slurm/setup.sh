@@ -407,10 +407,9 @@ has_assoc() { [ -n "$(sacctmgr -n -P show assoc where cluster="$CLUSTER" user="$
 # node (CPU-only or memory-only jobs must not fill nodes and strand other agents' GPUs).
 AGENT_GPUS=8
 AGENT_TRES="cpu=$((AGENT_GPUS * CPUS_PER_NODE / GPUS_PER_NODE)),mem=$((AGENT_GPUS * MEM_PER_NODE / GPUS_PER_NODE)),gres/gpu=$AGENT_GPUS"
-# Jobs an agent may have in the queue at once: the controller holds at most MaxJobCount (10,000)
-# for everyone, and one agent's held jobs must not fill it and lock out the others and the
-# platform's own serving and evaluation jobs.
-AGENT_MAX_SUBMIT=200
+# Jobs an agent may have queued at once are capped per account association (GrpSubmitJobs, set
+# by the platform: cluster/backends/base.py MAX_QUEUED_JOBS), not on the QOS: a QOS submit limit
+# would override the association's MaxSubmitJobs=0 with which the platform closes an account.
 
 ensure_accounting() {
   # Create if missing, then always set the wanted values so re-runs converge. The platform
@@ -423,10 +422,10 @@ ensure_accounting() {
   has_qos normal || sacctmgr -i add qos normal >/dev/null
   has_qos platform || sacctmgr -i add qos platform >/dev/null
   sacctmgr_set qos where name=preemptible set Priority=0 PreemptMode=requeue \
-    MaxWall=24:00:00 MaxTRESPerAccount="$AGENT_TRES" MaxSubmitJobsPerAccount=$AGENT_MAX_SUBMIT \
+    MaxWall=24:00:00 MaxTRESPerAccount="$AGENT_TRES" MaxSubmitJobsPerAccount=-1 \
     Flags=DenyOnLimit
   sacctmgr_set qos where name=normal set Priority=100 Preempt=preemptible \
-    MaxWall=24:00:00 MaxTRESPerAccount="$AGENT_TRES" MaxSubmitJobsPerAccount=$AGENT_MAX_SUBMIT \
+    MaxWall=24:00:00 MaxTRESPerAccount="$AGENT_TRES" MaxSubmitJobsPerAccount=-1 \
     Flags=DenyOnLimit
   sacctmgr_set qos where name=platform set Priority=100 Preempt=preemptible \
     MaxWall=24:00:00 Flags=DenyOnLimit

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from cluster.backends.base import AccountLimits, JobRequest, SubmitRefused
-from cluster.backends.local import MAX_QUEUED_PER_ACCOUNT, LocalBackend
+from cluster.backends.base import MAX_QUEUED_JOBS, AccountLimits, JobRequest, SubmitRefused
+from cluster.backends.local import LocalBackend
 from cluster.services import account_ensure, job_cancel, job_submit
 from tests.cluster.conftest import wait_for_state
 
@@ -199,7 +199,7 @@ def test_an_environment_variable_name_the_shell_cannot_hold_is_refused(backend, 
 
 
 def test_an_agent_cannot_fill_the_local_queue(account, mallory, tmp_path):
-    assert MAX_QUEUED_PER_ACCOUNT == 200  # as AGENT_MAX_SUBMIT in infra/slurm/setup.sh
+    assert MAX_QUEUED_JOBS == 200  # the same cap as on Slurm
     backend = LocalBackend(log_dir=tmp_path / "small-queue", max_queued=5)
     account_ensure(
         name="agent_mallory", unix_user=USER, period="p", limits=LIMITS, storage_gib=1,
