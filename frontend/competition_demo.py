@@ -123,6 +123,21 @@ def training_environment_ensure(say: Say) -> Path:
     return settings.AGENTS_TRAIN_PYTHON
 
 
+FIREWALL_SETUP = Path(__file__).resolve().parents[1] / "infra" / "firewall" / "setup.sh"
+
+
+def firewall_ensure(say: Say) -> None:
+    """The packet filter that keeps agents' users off the platform's ports (provisioning adds
+    each agent to it): installed here when missing, as on a fresh machine."""
+    done = subprocess.run(
+        ["bash", str(FIREWALL_SETUP)], capture_output=True, text=True, check=False
+    )
+    for line in (done.stdout + done.stderr).splitlines():
+        say(line)
+    if done.returncode != 0:
+        raise RuntimeError("the agents' firewall could not be installed (see above)")
+
+
 def base_model_share(base: Path) -> Path:
     """Publish the base model where every agent may read it and none may change it: a copy
     owned by root under AGENTS_SHARED_MODELS_DIR (the platform's own var/ stays private)."""

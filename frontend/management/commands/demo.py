@@ -41,6 +41,7 @@ from frontend.competition_demo import (
     evaluations_start,
     evaluations_unfinished,
     evaluations_wait,
+    firewall_ensure,
     leaderboard_lines,
     leftovers,
     nominations_of,
@@ -97,6 +98,7 @@ class Command(BaseCommand):
         self._step(f"the agents' training environment in {settings.AGENTS_TRAIN_ENV}")
         try:
             training_environment_ensure(say)
+            firewall_ensure(say)
         except RuntimeError as failed:
             raise CommandError(str(failed)) from None
         base = base_model_share(settings.ARENA_MODELS_DIR / "base")
