@@ -40,10 +40,14 @@ uids=$(getent passwd | awk -F: '$1 ~ /^agent_/ { print $3 }' | paste -sd, -)
 if [ -n "$uids" ]; then nft add element inet "$TABLE" agents "{ $uids }"; fi
 
 if [ -x "$REPO/.venv/bin/python" ]; then
-  (cd "$REPO" && .venv/bin/python manage.py security firewall) ||
-    log "could not read the agents from the database: run 'python manage.py security firewall' with the deployment's DATABASE_URL"
+  if said=$(cd "$REPO" && .venv/bin/python manage.py security firewall 2>&1); then
+    printf '%s\n' "$said"
+  else
+    log "could not read the agents from the database ($(printf '%s' "$said" | tail -n 1)): run 'python manage.py security firewall' with the deployment's DATABASE_URL"
+  fi
 else
   log "no $REPO/.venv yet: run 'python manage.py security firewall' once it exists"
 fi
-blocked=$(nft -j list set inet "$TABLE" agents | grep -o '"elem": \[[^]]*\]' | grep -o '[0-9]\+' | wc -l)
+# An empty set has no "elem" at all: grep then finds nothing, which is no error here.
+blocked=$(nft -j list set inet "$TABLE" agents | { grep -o '"elem": \[[^]]*\]' || true; } | { grep -o '[0-9]\+' || true; } | wc -l)
 log "table inet $TABLE loaded: $blocked agent uid(s) kept off ports $(sed -n 's/^add element .* platform_ports { \(.*\) }$/\1/p' "$HERE/rsi-arena.nft")"
