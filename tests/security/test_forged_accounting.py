@@ -47,19 +47,17 @@ def _sbatch_as(agent, *args: str, name: str, workdir: Path, script: str) -> str:
     return result.stdout.strip().split(";")[0]
 
 
-def _wait_until_accounted(scheduler_ids: list[str], timeout_s: float = 90) -> None:
-    """Until slurmdbd has every job's end (the sync books only whole records)."""
+def _wait_until_accounted(
+    slurm: SlurmBackend, account: str, scheduler_ids: list[str], timeout_s: float = 90
+) -> None:
+    """Until the platform's own accounting query has every job's end (the sync books only
+    whole records). That query filters by start time, and slurmdbd answers it a moment later
+    than a query by job id: waiting on the other would race the sync."""
+    since = timezone.now() - timedelta(minutes=10)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        rows = cli.run(
-            ["sacct", "-n", "-X", "-P", "-o", "JobIDRaw,End", "-j", ",".join(scheduler_ids)]
-        ).stdout
-        ended = {
-            line.split("|")[0]
-            for line in rows.splitlines()
-            if "|" in line and line.split("|")[-1] not in {"", "Unknown"}
-        }
-        if ended >= set(scheduler_ids):
+        rows = slurm.accounting(accounts=[account], since=since)
+        if {r.scheduler_id for r in rows if r.ended_at is not None} >= set(scheduler_ids):
             return
         time.sleep(0.5)
     raise AssertionError(f"jobs {scheduler_ids} did not finish in accounting")
@@ -92,7 +90,7 @@ def test_job_names_and_workdirs_that_forge_a_rivals_rows_are_booked_to_the_attac
         _sbatch_as(attacker, "--gres=gpu:1", "-t", "2", name="plain-name",
                    workdir=odd_dir, script="sleep 2"),
     ]  # fmt: skip
-    _wait_until_accounted(ids)
+    _wait_until_accounted(slurm, attacker.account.name, ids)
 
     report = cluster_sync(backend=slurm, account_names=[attacker.account.name, rival_name])
 
