@@ -167,6 +167,9 @@ ARENA_IDENTITY_WORDS = env_list(
         "Llama", "Meta AI", "Mistral", "Qwen", "DeepSeek", "RSI Arena",
     ],
 )  # fmt: skip
+# Also void an answer that says an agent's own name on its own ("I'm alpha" from alpha's
+# model, whose contestant is "alpha-phase-1"). Off only where agents' names are common words.
+ARENA_IDENTITY_MATCH_AGENT_NAME = env_bool("ARENA_IDENTITY_MATCH_AGENT_NAME", True)
 ARENA_SERVING_BACKEND = env_str("ARENA_SERVING_BACKEND", "local")
 ARENA_SERVING_HOST = env_str("ARENA_SERVING_HOST", "127.0.0.1")
 ARENA_SERVING_BASE_PORT = env_int("ARENA_SERVING_BASE_PORT", 8100, minimum=1)

@@ -4,11 +4,10 @@ allow-list, so a `<script>`, an event handler or a `javascript:` link in an answ
 from __future__ import annotations
 
 import nh3
-from markdown_it import MarkdownIt
 
-_renderer = MarkdownIt("commonmark", {"html": False, "linkify": False, "breaks": True}).enable(
-    ["table", "strikethrough"]
-)
+# The identity check reads answers through this same renderer, so it sees what the voter sees.
+from arena.battles.identity import ANSWER_MARKDOWN as _renderer
+
 _ALLOWED_TAGS = {
     "p",
     "br",

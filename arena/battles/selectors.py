@@ -58,7 +58,12 @@ def identity_words() -> IdentityWords:
     """The names and identity words of every contestant, active or not — an answer naming any
     model in the arena gives something away — plus the configured words.
 
-    Read fresh for each battle (one query), so a contestant registered a moment ago counts.
+    With `ARENA_IDENTITY_MATCH_AGENT_NAME`, the name of each agent with a nominee among the
+    contestants is a name too: an agent's model saying "I'm alpha" gives it away as surely as
+    "I'm alpha-phase-1".
+
+    Read fresh for each battle (one or two queries), so a contestant registered a moment ago
+    counts.
     """
     names: set[str] = set()
     configured: set[str] = set(settings.ARENA_IDENTITY_WORDS)
@@ -68,6 +73,12 @@ def identity_words() -> IdentityWords:
     for display_name, served_model_name, checkpoint_path, words in rows:
         names.update((display_name, served_model_name, checkpoint_path))
         configured.update(words or [])
+    if settings.ARENA_IDENTITY_MATCH_AGENT_NAME:
+        names.update(
+            Contestant.objects.filter(phase_entries__nomination__isnull=False)
+            .values_list("phase_entries__nomination__agent__name", flat=True)
+            .distinct()
+        )
     return IdentityWords(
         names=sorted(n for n in names if n.strip()),
         configured=sorted(w for w in configured if w.strip()),
