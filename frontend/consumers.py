@@ -2,6 +2,11 @@
 
 Frames carry a side ("a"/"b") and text, never a contestant. A battle streams once; opening
 the socket of a finished battle replays the stored answers.
+
+Before the vote, a side's status is the same whoever wrote it: "done", or the one failure
+text. A finish reason ("length": a base model that never stops) or a server's error message
+would tell one contestant from another, so neither leaves the server: both are stored with
+the answer, and the vote's reply reveals the names.
 """
 
 from __future__ import annotations
@@ -27,6 +32,10 @@ from frontend.markdown import render_markdown
 from frontend.voters import voter_key_or_none
 
 log = logging.getLogger(__name__)
+
+# The only failure texts a voter sees before voting: the same for every contestant.
+SIDE_FAILED = "This model failed to answer."
+SIDE_INTERRUPTED = "This answer was interrupted."
 
 
 class BattleConsumer(AsyncJsonWebsocketConsumer):
@@ -88,8 +97,7 @@ class BattleConsumer(AsyncJsonWebsocketConsumer):
                 "type": "side_done",
                 "side": event.side,
                 "html": render_markdown(result.text),
-                "finish_reason": result.finish_reason,
-                "error": f"This model failed to answer: {result.error}." if result.error else "",
+                "error": SIDE_FAILED if result.error else "",
             }
         )
 
@@ -100,8 +108,7 @@ class BattleConsumer(AsyncJsonWebsocketConsumer):
                     "type": "side_done",
                     "side": side,
                     "html": render_markdown("".join(self.shown[side])),
-                    "finish_reason": "error",
-                    "error": "This answer was interrupted.",
+                    "error": SIDE_INTERRUPTED,
                 }
             )
         await self._send_battle_done(votable=False)

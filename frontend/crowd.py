@@ -8,7 +8,10 @@ directly, so every vote goes through the same checks, rate limits and refits as 
 The preference is deliberately simple and public, so a leaderboard built from crowd votes can
 be explained (`answer_score`):
 
-* an answer that ended cleanly (`finish_reason == "stop"`) scores 1, one cut off or failed 0;
+* an answer that reads as finished (`reads_finished`: its last line ends a sentence) scores 1,
+  one that stops mid-sentence or failed 0. The crowd judges what a person sees: before the
+  vote the page does not say why an answer ended (that would name the model that never
+  stops), so neither can the crowd;
 * plus up to 0.5 for sharing words with the prompt (the share of the prompt's words of three
   or more letters that appear in the answer).
 
@@ -47,6 +50,8 @@ DEFAULT_NOISE = 0.1
 RATE_LIMIT_PAUSE_S = 5.0  # how long a voter waits after "too many battles" before retrying
 _WORD = re.compile(r"[^\W\d_]{3,}")
 _TAG = re.compile(r"<[^>]+>")
+# How a finished sentence, quotation, bracket or code block ends.
+_FINISHED_ENDINGS = tuple('.!?…"”’)`')
 
 ProgressCallback = Callable[[int, int], None]  # (votes so far, battles asked for)
 
@@ -71,10 +76,15 @@ def prompt_overlap(prompt: str, answer: str) -> float:
     return len(wanted & present) / len(wanted)
 
 
-def answer_score(*, prompt: str, text: str, finish_reason: str, error: str = "") -> float:
+def reads_finished(text: str) -> bool:
+    """Does the answer end where a sentence ends, as a reader would judge it?"""
+    return text.rstrip().endswith(_FINISHED_ENDINGS)
+
+
+def answer_score(*, prompt: str, text: str, error: str = "") -> float:
     if error:
         return 0.0
-    clean = 1.0 if finish_reason == "stop" else 0.0
+    clean = 1.0 if reads_finished(text) else 0.0
     return clean + 0.5 * prompt_overlap(prompt, text)
 
 
@@ -93,7 +103,7 @@ class CrowdVote:
     prompt: str
     choice: str
     noisy: bool  # the choice was the noise draw, not the preference
-    finish_reasons: dict[str, str]  # side -> finish reason as the voter saw it
+    finished: dict[str, bool]  # side -> whether the answer read as finished
     scores: dict[str, float]  # side -> answer_score
     counted: bool
     reveal: dict[str, str]  # side -> model, as shown after the vote
@@ -322,7 +332,7 @@ class _Voter:
                 prompt=prompt,
                 choice=choice,
                 noisy=noisy,
-                finish_reasons={s: answers[s]["finish_reason"] for s in ("a", "b")},
+                finished={s: reads_finished(answers[s]["text"]) for s in ("a", "b")},
                 scores=scores,
                 counted=bool(outcome.get("counted")),
                 reveal=dict(outcome.get("reveal") or {}),
@@ -389,7 +399,6 @@ class _Voter:
                     answers[side] = {
                         # A replayed battle sends no deltas: read the rendered answer instead.
                         "text": texts[side] or _TAG.sub(" ", frame.get("html", "")),
-                        "finish_reason": frame.get("finish_reason") or "",
                         "error": frame.get("error") or "",
                     }
                 elif frame["type"] == "battle_done":

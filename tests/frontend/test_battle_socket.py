@@ -7,6 +7,7 @@ from channels.testing import WebsocketCommunicator
 from arena.battles.models import Battle
 from arena.battles.services import BattleRefused, battle_create, vote_record
 from arena.serving.client import Endpoint, TextDelta
+from frontend.consumers import SIDE_FAILED
 from frontend.routing import websocket_urlpatterns
 from tests import factories
 from tests.support.scripted_llm import Script
@@ -64,8 +65,7 @@ async def test_both_answers_stream_by_side_and_are_stored_with_style(scripted_ll
     assert {f["side"] for f in deltas} == {"a", "b"}
     assert frames[-1] == {"type": "battle_done", "votable": True, "vote_after_ms": 2000}
     assert all(
-        set(f)
-        <= {"type", "side", "text", "html", "finish_reason", "error", "votable", "vote_after_ms"}
+        set(f) <= {"type", "side", "text", "html", "error", "votable", "vote_after_ms"}
         for f in frames
     )
 
@@ -92,6 +92,55 @@ async def test_no_frame_names_a_contestant_before_the_vote(scripted_llm):
     raw = repr(frames)
     for secret in ("alpha-model", "beta-model", scripted_llm.base_url, str(scripted_llm.port)):
         assert secret not in raw
+
+
+def side_frames(frames: list[dict]) -> dict[str, dict]:
+    """Each side's closing frame, without its side: what the page shows when an answer ends."""
+    return {
+        f["side"]: {k: v for k, v in f.items() if k != "side"}
+        for f in frames
+        if f["type"] == "side_done"
+    }
+
+
+async def test_how_an_answer_ended_is_not_shown_before_the_vote(scripted_llm):
+    # A base model never stops: it always hits the length limit. Saying so on its side would
+    # name it before the vote, so both sides end alike, live and on replay.
+    one, two = await db(scripted_pair, scripted_llm, "Same words.", "Same words.")
+    scripted_llm.scripts["beta-model"] = Script("Same words.", finish_reason="length")
+    battle = await db(new_battle)
+
+    for _ in ("live", "replay"):
+        frames, _ = await run_battle(battle.pk)
+        ended = side_frames(frames)
+        assert (
+            ended["a"]
+            == ended["b"]
+            == {"type": "side_done", "html": ended["a"]["html"], "error": ""}
+        )
+        assert "length" not in repr(frames)
+
+    reasons = await db(
+        lambda: {
+            a.contestant_id: a.finish_reason for a in Battle.objects.get(pk=battle.pk).answers.all()
+        }
+    )
+    assert reasons == {one.pk: "stop", two.pk: "length"}  # stored, for after the vote
+
+
+async def test_different_failures_read_the_same_before_the_vote(scripted_llm):
+    # A server's error message (an HTTP status, a lost connection) differs by how and where a
+    # model is served, which would tell a reference model from an agent's.
+    await db(scripted_pair, scripted_llm, "", "")
+    scripted_llm.scripts["alpha-model"] = Script("", fail_status=503)
+    scripted_llm.scripts["beta-model"] = Script("Half an answer and then", cut_after_chars=8)
+    battle = await db(new_battle)
+
+    frames, _ = await run_battle(battle.pk)
+
+    ended = side_frames(frames)
+    assert ended["a"]["error"] == ended["b"]["error"] == SIDE_FAILED
+    assert "503" not in repr(frames) and "connection" not in repr(frames)
 
 
 async def test_a_script_tag_in_an_answer_arrives_escaped(scripted_llm):
@@ -128,7 +177,7 @@ async def test_a_failing_model_fails_the_battle_and_says_so(scripted_llm):
     battle = await db(new_battle)
     frames, _ = await run_battle(battle.pk)
     errors = [f["error"] for f in frames if f["type"] == "side_done" and f["error"]]
-    assert errors == ["This model failed to answer: model server error (HTTP 503)."]
+    assert errors == [SIDE_FAILED]
     assert frames[-1]["votable"] is False
     assert (await db(Battle.objects.get, pk=battle.pk)).state == Battle.State.FAILED
 
@@ -159,8 +208,7 @@ async def test_a_model_server_dying_mid_answer_fails_the_battle_and_ends_the_pag
     frames, _ = await run_battle(battle.pk)
 
     errors = [f["error"] for f in frames if f["type"] == "side_done" and f["error"]]
-    assert len(errors) == 1
-    assert errors[0].startswith("This model failed to answer: the model server connection was lost")
+    assert errors == [SIDE_FAILED]
     assert frames[-1]["type"] == "battle_done" and frames[-1]["votable"] is False
     assert (await db(Battle.objects.get, pk=battle.pk)).state == Battle.State.FAILED
     with pytest.raises(BattleRefused) as refused:

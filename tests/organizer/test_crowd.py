@@ -14,6 +14,7 @@ from frontend.crowd import (
     crowd_run,
     loopback_url,
     preferred_choice,
+    reads_finished,
 )
 from tests import factories
 
@@ -21,26 +22,33 @@ PROMPTS = ["What is the capital of France?", "Name three colours.", "Say hello p
 
 
 def test_a_clean_ending_beats_a_cut_off_answer():
-    clean = answer_score(prompt="Name three colours", text="Red.", finish_reason="stop")
-    cut_off = answer_score(prompt="Name three colours", text="Red blue", finish_reason="length")
+    clean = answer_score(prompt="Name three colours", text="Red.")
+    cut_off = answer_score(prompt="Name three colours", text="Red blue")
     assert preferred_choice(clean, cut_off) == "a"
     assert preferred_choice(cut_off, clean) == "b"
 
 
+def test_an_answer_is_judged_finished_by_how_it_reads():
+    # What the tiny models write: the instruct model stops after a sentence, the base model
+    # runs on to the length limit, mid-word or mid-sentence.
+    for text in ("2 plus 3 is 5.", "Here are two birds: robin and owl.", "Is it?\n", "`x`"):
+        assert reads_finished(text), text
+    for text in ("A cherry is red. A b", "The opposite of", "- The sea is **salty**.\n- The"):
+        assert not reads_finished(text), text
+
+
 def test_sharing_the_prompts_words_breaks_a_tie_between_clean_answers():
     prompt = "Which planet is largest?"
-    on_topic = answer_score(
-        prompt=prompt, text="The largest planet is Jupiter.", finish_reason="stop"
-    )
-    off_topic = answer_score(prompt=prompt, text="I like tea.", finish_reason="stop")
+    on_topic = answer_score(prompt=prompt, text="The largest planet is Jupiter.")
+    off_topic = answer_score(prompt=prompt, text="I like tea.")
     assert preferred_choice(off_topic, on_topic) == "b"
 
 
 def test_indistinguishable_answers_are_a_tie_and_two_failures_are_both_bad():
-    same = answer_score(prompt="Hi there", text="Hello.", finish_reason="stop")
+    same = answer_score(prompt="Hi there", text="Hello.")
     assert preferred_choice(same, same) == "tie"
-    broken = answer_score(prompt="Hi there", text="", finish_reason="", error="model failed")
-    cut_off = answer_score(prompt="Hi there", text="zzz", finish_reason="length")
+    broken = answer_score(prompt="Hi there", text="", error="model failed")
+    cut_off = answer_score(prompt="Hi there", text="zzz")
     assert preferred_choice(broken, cut_off) == "bothbad"
 
 
@@ -83,8 +91,12 @@ def test_the_crowd_votes_through_the_site_and_prefers_the_model_that_stops(arena
     assert len(report.votes) >= 10
     assert recorded == {v.battle_id: v.choice for v in report.votes}
     assert progress[-1] == (len(report.votes), 12)
-    finish = {v.reveal[s]: v.finish_reasons[s] for v in report.votes for s in ("a", "b")}
-    assert finish == {"tiny-instruct": "stop", "tiny-base": "length"}
+    # The crowd sees no finish reason, only text: the instruct model's answers read as
+    # finished, the base model's mostly not (it can happen to be cut off after a sentence).
+    finished = [(v.reveal[s], v.finished[s]) for v in report.votes for s in ("a", "b")]
+    assert all(done for model, done in finished if model == "tiny-instruct")
+    base = [done for model, done in finished if model == "tiny-base"]
+    assert sum(base) <= len(base) / 2
     wins = report.decisive_wins()
     assert wins["tiny-instruct"] >= 0.75 * sum(wins.values()), report.summary()
 

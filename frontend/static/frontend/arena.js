@@ -98,9 +98,8 @@
       const body = $(`body-${side}`);
       body.classList.remove("streaming");
       body.innerHTML = frame.html; // sanitised on the server
-      $(`status-${side}`).textContent = frame.error
-        ? frame.error
-        : frame.finish_reason === "length" ? "Done (stopped at the length limit)." : "Done.";
+      // The same for every model: how an answer ended is revealed only after the vote.
+      $(`status-${side}`).textContent = frame.error || "Done.";
     } else if (frame.type === "battle_done") {
       $("send").disabled = false;
       if (frame.votable) {
