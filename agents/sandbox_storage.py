@@ -6,9 +6,9 @@ writes, `remove` gives it back. Chosen by `settings.AGENTS_SANDBOX_STORAGE`:
 
 - `loop_image`: a sparse ext4 image per agent, the size of its quota, loop-mounted in storage
   only root can reach (`/srv/rsi-arena/images`, 0700). The image's `home/` is bind-mounted as
-  the sandbox; its `jobs/` (root's) holds the per-job `/tmp` of the agent's Slurm jobs
-  (infra/slurm/setup.sh, job_container/tmpfs), so a write past the quota fails with ENOSPC
-  at write time, in the sandbox and in a job's /tmp alike. This kernel has no ext4/XFS/tmpfs
+  the sandbox; its `jobs/` (root's) holds the private `/tmp` of the agent's Slurm jobs
+  (infra/slurm/arena_jobtmp.c), local jobs and runs (cluster/private_tmp.py), so a write
+  past the quota fails with ENOSPC at write time, in the sandbox and in a job's /tmp alike. This kernel has no ext4/XFS/tmpfs
   quotas (docs: /work/shared/notes/isolation-on-this-machine.md); on a real site the same role
   is played by a ZFS dataset, an XFS or Lustre project quota per agent.
 - `plain_directory`: a folder on the host's disk. Only the platform's periodic measurement
@@ -27,8 +27,10 @@ import time
 from pathlib import Path
 from typing import Protocol
 
+from cluster.private_tmp import VOLUMES
+
 GIB = 1024**3
-IMAGES_DIR = Path("/srv/rsi-arena/images")  # infra/slurm/setup.sh's job tmp hook reads it too
+IMAGES_DIR = VOLUMES  # where jobs' private /tmp is found too (cluster/private_tmp.py)
 
 
 class StorageError(RuntimeError):

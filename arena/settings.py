@@ -193,8 +193,9 @@ CLUSTER_SLURM_PARENT_ACCOUNT = env_str("CLUSTER_SLURM_PARENT_ACCOUNT", "agents")
 # Sandboxes are Unix home directories under this root, one per agent, mode 0700.
 AGENTS_SANDBOX_ROOT = Path(env_str("AGENTS_SANDBOX_ROOT", "/srv/rsi-arena/sandboxes"))
 # What holds a sandbox to its storage quota at write time: "loop_image" (a filesystem image per
-# agent, the quota's size) or "plain_directory" (none; only the periodic measurement blocks jobs).
-AGENTS_SANDBOX_STORAGE = env_str("AGENTS_SANDBOX_STORAGE", "plain_directory")
+# agent, the quota's size, which also holds its jobs' and runs' /tmp) or "plain_directory"
+# (none: only the periodic measurement blocks jobs; `security check` reports it).
+AGENTS_SANDBOX_STORAGE = env_str("AGENTS_SANDBOX_STORAGE", "loop_image")
 # The port on which the same site answers only the agent API (/api/) and the proxy (/proxy/)
 # (agents/gateway.py): agents' configs point here; the firewall keeps them off the others.
 AGENTS_GATEWAY_PORT = env_int("AGENTS_GATEWAY_PORT", 8001, minimum=1)

@@ -41,6 +41,7 @@ from arena.phases.services import (
     phases_tick,
 )
 from arena.phases.serving import ArenaServers
+from cluster import private_tmp
 from cluster.backends import cluster_backend
 from cluster.backends.local import LocalBackend
 from evalsuite.models import BenchmarkResult, EvalRun
@@ -176,13 +177,10 @@ def agents_provision(say: Say) -> list[Agent]:
     for name in DEMO_AGENTS:
         if Agent.objects.filter(name=name, active=True).exists():
             agent_deprovision(name=name, sandboxes=sandboxes)
-        # A demo agent starts with an empty sandbox; an earlier run's is kept beside it.
-        home = settings.AGENTS_SANDBOX_ROOT / f"agent_{name}"
-        if home.exists():
-            kept = home.with_name(home.name + ".previous")
-            if kept.exists():
-                shutil.rmtree(kept)
-            home.rename(kept)
+        # A demo agent starts with an empty sandbox: an earlier run's storage (its folder, or
+        # its quota image and mounts) is given back first.
+        if (settings.AGENTS_SANDBOX_ROOT / f"agent_{name}").exists():
+            sandboxes.remove(f"agent_{name}")
         provisioned = agent_provision(name=name, sandboxes=sandboxes)
         reference_agent_install(Path(provisioned.agent.sandbox), provisioned.agent.unix_user)
         agents.append(provisioned.agent)
@@ -204,9 +202,14 @@ def agents_run(
     shown prefixed by their name. Returns each agent's exit code."""
     python = str(settings.AGENTS_TRAIN_PYTHON)
     processes = {}
+    private_tmps = []
     for number, agent in enumerate(agents):
         home = agent.sandbox
+        # Its /tmp, /var/tmp and /dev/shm inside its storage quota, as for its jobs.
+        private = private_tmp.prepare(agent.unix_user, f"run-phase{phase}")
+        private_tmps.append(private)
         command = [
+            *(private.prefix if private else []),
             "runuser", "-u", agent.unix_user, "--", "env", f"HOME={home}",
             f"ARENA_TRAIN_PYTHON={python}", f"PYTHONPATH={home}/reference-agent",
             python, "-m", "agents.reference", f"phase{phase}",
@@ -233,6 +236,8 @@ def agents_run(
                 process.terminate()
     for thread in threads:
         thread.join(timeout=5)
+    for private in private_tmps:
+        private_tmp.release(private)
     return codes
 
 

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from agents.firewall import Firewall, FirewallError, NoFirewall, PortRange, format_ports
+from cluster import private_tmp
 from security.slurm_policy import (
     BILLING_WEIGHTED_TRES,
     SLURM_CONFIG_CONTAINS,
@@ -506,6 +507,35 @@ def sandboxes(boxes: Iterable[Sandbox]) -> list[Problem]:
                     f"agent {box.agent}'s sandbox {box.path} is mode {_mode(info.st_mode)}: "
                     "other users can enter it",
                     f"chmod 700 {box.path}",
+                )
+            )
+    return problems
+
+
+def sandbox_quota(storage: str, boxes: Iterable[Sandbox]) -> list[Problem]:
+    """Writes are held to each agent's storage quota at write time: sandboxes on quota volumes
+    (`loop_image`), each one mounted, with its own filesystem."""
+    if storage != "loop_image":
+        return [
+            Problem(
+                f"AGENTS_SANDBOX_STORAGE is {storage!r}: an agent can write past its storage "
+                "quota (only the periodic measurement stops its next jobs)",
+                "set AGENTS_SANDBOX_STORAGE=loop_image and provision the agents again",
+            )
+        ]
+    problems: list[Problem] = []
+    for box in boxes:
+        volume = private_tmp.volume_of(box.unix_user)
+        try:
+            on_volume = volume is not None and box.path.lstat().st_dev == volume.lstat().st_dev
+        except OSError:
+            on_volume = False
+        if not on_volume:
+            problems.append(
+                Problem(
+                    f"agent {box.agent}'s sandbox {box.path} is not on its quota volume "
+                    f"({private_tmp.VOLUMES / box.unix_user})",
+                    "provision the agent again (it mounts the volume; after a reboot too)",
                 )
             )
     return problems

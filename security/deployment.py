@@ -32,6 +32,7 @@ def deployment_checks() -> list[Check]:
         Check("database sockets closed to other users", checks.database_sockets),
         Check("model servers require their key", _model_servers),
         Check("sandboxes 0700 and owned by their agent", _sandboxes),
+        Check("sandboxes held to their quota at write time", _sandbox_quota),
     ]
 
 
@@ -85,9 +86,16 @@ def _model_servers() -> list[Problem]:
     return checks.model_server_auth(servers)
 
 
-def _sandboxes() -> list[Problem]:
-    boxes = [
+def _active_sandboxes() -> list[Sandbox]:
+    return [
         Sandbox(agent=agent.name, unix_user=agent.unix_user, path=Path(agent.sandbox))
         for agent in Agent.objects.filter(active=True).exclude(sandbox="")
     ]
-    return checks.sandboxes(boxes)
+
+
+def _sandboxes() -> list[Problem]:
+    return checks.sandboxes(_active_sandboxes())
+
+
+def _sandbox_quota() -> list[Problem]:
+    return checks.sandbox_quota(settings.AGENTS_SANDBOX_STORAGE, _active_sandboxes())

@@ -55,6 +55,26 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         )
 
 
+@pytest.fixture(scope="session", autouse=True)
+def sandboxes_as_plain_folders() -> Iterator[None]:
+    """The suite's sandboxes are plain folders (`plain_directory`), in this process and in the
+    processes it starts: many tests keep them in temporary folders and delete them directly.
+    The production default, a quota image per agent (`loop_image`), is what
+    tests/security/test_storage_quota.py and CI's whole demo run on."""
+    from django.test import override_settings
+
+    override = override_settings(AGENTS_SANDBOX_STORAGE="plain_directory")
+    override.enable()
+    previous = os.environ.get("AGENTS_SANDBOX_STORAGE")
+    os.environ["AGENTS_SANDBOX_STORAGE"] = "plain_directory"
+    yield
+    override.disable()
+    if previous is None:
+        os.environ.pop("AGENTS_SANDBOX_STORAGE", None)
+    else:
+        os.environ["AGENTS_SANDBOX_STORAGE"] = previous
+
+
 @pytest.fixture(scope="session")
 def tiny_models() -> Path:
     """The full default tiny-model build, made once and reused while up to date."""

@@ -38,6 +38,7 @@ from typing import Any
 import cloudpickle
 from django.utils import timezone
 
+from cluster import private_tmp
 from cluster.backends.base import (
     MAX_QUEUED_JOBS,
     PREEMPTIBLE_QOS,
@@ -373,8 +374,11 @@ class LocalBackend(ClusterBackend):
             else ["setpriv", f"--reuid={user}", f"--regid={pwd.getpwnam(user).pw_gid}",
                   "--init-groups", "--reset-env", "--"]
         )  # fmt: skip
+        # An agent's job writes /tmp, /var/tmp and /dev/shm inside its storage quota, as on
+        # Slurm (cluster/private_tmp.py; nothing changes for a user without a quota volume).
+        private = None if meta.get("callable") else private_tmp.prepare(user, f"local-{meta['id']}")
         job = shlex.join(
-            [*as_user, "bash", "-c",
+            [*(private.prefix if private else []), *as_user, "bash", "-c",
              '. /dev/fd/4 && exec 4<&- && cd -- "$1" && exec bash /dev/fd/3 >>"$2" 2>&1',
              "job", meta["workdir"], output]
         )  # fmt: skip
@@ -388,6 +392,7 @@ class LocalBackend(ClusterBackend):
             f"3< {shlex.quote(str(folder / 'script.sh'))} 4< {shlex.quote(str(folder / 'env.sh'))} & "
             f"echo $! > {q['job-pid']}; wait $!; code=$?; "
             f"echo $code > {q['exit']}; "
+            f"{shlex.join(private_tmp.release_command(private)) + '; ' if private else ''}"
             f"date -u +%Y-%m-%dT%H:%M:%S+00:00 > {q['end']}"
         )
         with (folder / "wrapper.log").open("ab") as log:

@@ -25,6 +25,7 @@ from agents.firewall import (
     ruleset,
 )
 from agents.models import Agent
+from agents.sandbox_storage import LoopImageStorage
 from security import checks
 from security.checks import Sandbox, Server
 from tests.factories import contestant
@@ -89,8 +90,9 @@ AccountingStorageEnforce = associations,limits,qos,safe
 PriorityFlags           = MAX_TRES
 ProctrackType           = proctrack/cgroup
 TaskPlugin              = task/cgroup,task/affinity
+ConstrainRAMSpace       = yes
 """
-GOOD_PARTITION = "PartitionName=gpu Nodes=n[1-8] TRESBillingWeights=CPU=1,Mem=0.002,GRES/gpu=1\n"
+GOOD_PARTITION = "PartitionName=gpu Nodes=n[1-8] TRESBillingWeights=CPU=1,Mem=0.000125,GRES/gpu=1\n"
 
 
 def test_the_expected_slurm_config_is_clean():
@@ -103,6 +105,10 @@ def test_the_expected_slurm_config_is_clean():
         (("associations,limits,qos,safe", "associations,limits"), "lacks qos,safe"),
         (("proctrack/cgroup", "proctrack/linuxproc"), "ProctrackType = proctrack/linuxproc"),
         (("task/cgroup,task/affinity", "task/none"), "lacks task/cgroup"),
+        (
+            ("ConstrainRAMSpace       = yes", "ConstrainRAMSpace       = no"),
+            "ConstrainRAMSpace = no",
+        ),
     ],
 )
 def test_a_weakened_slurm_config_is_a_problem(planted, expected):
@@ -112,7 +118,7 @@ def test_a_weakened_slurm_config_is_a_problem(planted, expected):
 
 
 def test_a_partition_that_bills_gpus_only_is_a_problem():
-    partition = GOOD_PARTITION.replace("CPU=1,Mem=0.002,", "CPU=0,")
+    partition = GOOD_PARTITION.replace("CPU=1,Mem=0.000125,", "CPU=0,")
     [problem] = checks.slurm_enforcement(config=GOOD_CONFIG, partitions=partition)
     assert "bills nothing for CPU,Mem" in problem.what
 
@@ -327,13 +333,40 @@ def test_a_sandbox_that_is_a_link_is_a_problem_and_not_followed(sandbox, tmp_pat
     assert "is a link, not a directory" in problem.what
 
 
+@pytest.fixture
+def sandbox_on_volume(sandbox: Path) -> Iterator[Path]:
+    """`sandbox` as production provisions it: on a 1 GiB quota volume of its own."""
+    storage = LoopImageStorage()
+    storage.attach(user="nobody", home=sandbox, quota_gib=1)
+    yield sandbox
+    storage.remove(user="nobody", home=sandbox)
+
+
+def test_sandboxes_on_their_mounted_quota_volumes_are_clean(sandbox_on_volume):
+    assert checks.sandbox_quota("loop_image", [Sandbox("trudy", "nobody", sandbox_on_volume)]) == []
+
+
+def test_storage_without_a_write_time_quota_is_a_problem(sandbox):
+    [problem] = checks.sandbox_quota("plain_directory", [Sandbox("trudy", "nobody", sandbox)])
+    assert "write past its storage quota" in problem.what
+    assert problem.fix.startswith("set AGENTS_SANDBOX_STORAGE=loop_image")
+
+
+def test_a_sandbox_off_its_quota_volume_is_a_problem(sandbox):
+    # A plain folder while the deployment says loop_image (e.g. not mounted after a reboot).
+    [problem] = checks.sandbox_quota("loop_image", [Sandbox("trudy", "nobody", sandbox)])
+    assert "is not on its quota volume" in problem.what
+
+
 # --- the command ----------------------------------------------------------------------------
 
 
 @pytest.fixture
 def clean_deployment(settings, var_dir, test_firewall):
-    """This machine's Slurm and secrets, a private VAR_DIR and an installed firewall."""
+    """This machine's Slurm and secrets, a private VAR_DIR, an installed firewall and quota
+    volumes for sandboxes."""
     settings.VAR_DIR = var_dir
+    settings.AGENTS_SANDBOX_STORAGE = "loop_image"
     settings.AGENTS_FIREWALL = "nftables"
     settings.AGENTS_FIREWALL_TABLE = TEST_TABLE
     call_command("security", "firewall", stdout=StringIO())
@@ -341,8 +374,8 @@ def clean_deployment(settings, var_dir, test_firewall):
 
 
 @pytest.mark.django_db
-def test_the_command_exits_0_on_a_clean_deployment(clean_deployment, sandbox):
-    Agent.objects.create(name="trudy", unix_user="nobody", sandbox=str(sandbox))
+def test_the_command_exits_0_on_a_clean_deployment(clean_deployment, sandbox_on_volume):
+    Agent.objects.create(name="trudy", unix_user="nobody", sandbox=str(sandbox_on_volume))
     call_command("security", "firewall", stdout=StringIO())  # trudy's uid joins the set
     out = StringIO()
     call_command("security", "check", stdout=out)

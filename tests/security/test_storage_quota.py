@@ -12,6 +12,7 @@ is private and held to the job's memory (infra/slurm/arena_jobtmp.c).
 from __future__ import annotations
 
 import re
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,7 +21,13 @@ import pytest
 
 from agents.sandboxes import UnixSandboxes
 from agents.services import agent_deprovision, agent_provision
+from cluster import private_tmp
+from cluster.backends.base import AccountLimits, JobRequest
+from cluster.backends.local import LocalBackend
+from cluster.private_tmp import VOLUMES
+from cluster.services import account_ensure, job_submit
 from cluster.slurm import cli
+from tests.cluster.conftest import wait_for_state
 from tests.security.conftest import Player
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -142,3 +149,62 @@ def test_a_deprovisioned_sandbox_is_kept_read_only_and_comes_back_larger(
     assert size > 1.5 * 1024**3
     grown = again.shell("fallocate -l 1500M big && echo ok")
     assert grown.stdout.strip() == "ok", grown.stderr
+
+
+def test_a_local_jobs_tmp_and_dev_shm_are_private_and_bounded(quota_players, tmp_path):
+    """The local backend (the demo's cluster) gives an agent's job the same private /tmp,
+    /var/tmp (on its quota volume) and /dev/shm (bounded) as Slurm does."""
+    mallory = quota_players("sec_ltmp")
+    backend = LocalBackend(log_dir=tmp_path / "scheduler")
+    account = account_ensure(
+        name="agent_sec_ltmp_local", unix_user=mallory.user, period="p", storage_gib=1,
+        limits=AccountLimits(gpu_hours=10.0, max_gpus=8, max_preemptible_gpus=8, max_job_hours=24),
+        backend=backend,
+    )  # fmt: skip
+    host_file = Path("/tmp") / f"arena-host-tmp-{mallory.uid}"
+    host_file.write_text("on the host's /tmp\n")
+    host_file.chmod(0o644)
+    script = (
+        f"ls /tmp/{host_file.name} 2>&1; fallocate -l 900M $HOME/fill; "
+        "dd if=/dev/zero of=/tmp/spill bs=1M count=300 2>&1; echo dd=$?; "
+        "dd if=/dev/zero of=/var/tmp/spill bs=1M count=300 2>&1; echo var_dd=$?; "
+        "dd if=/dev/zero of=/dev/shm/arena-spill bs=1M count=600 2>&1; echo shm_dd=$?"
+    )
+    request = JobRequest(
+        name="spill", script=script, nodes=1, gpus_per_node=0, time_limit_minutes=2,
+        preemptible=False, workdir=mallory.home,
+    )  # fmt: skip
+    try:
+        job = job_submit(account=account, request=request, backend=backend)
+        wait_for_state(job, {"COMPLETED", "FAILED"}, backend=backend)
+    finally:
+        host_file.unlink()
+    output = mallory.shell(f"cat slurm-{job.scheduler_id}.out").stdout
+    assert "No such file or directory" in output, "the job saw the host's /tmp"
+    assert NO_SPACE in output and "\ndd=1" in output and "var_dd=1" in output, output
+    assert "shm_dd=1" in output, output
+    assert not Path("/var/tmp/spill").exists() and not Path("/dev/shm/arena-spill").exists()
+    # Its /tmp is gone with the job, and the space with it.
+    assert not (VOLUMES / mallory.user / "jobs" / f"local-{job.scheduler_id}").exists()
+    mallory.shell("rm -f fill")
+    assert used_bytes(mallory) < 100 * 1024**2
+
+
+def test_an_agent_run_the_platform_starts_writes_tmp_inside_its_quota(quota_players):
+    """What the platform runs as the agent outside any job (the demo's agents) gets the same
+    private /tmp: filling it fills the agent's own volume, and stops there."""
+    mallory = quota_players("sec_rtmp")
+    private = private_tmp.prepare(mallory.user, "run-test")
+    assert private is not None
+    done = subprocess.run(
+        [*private.prefix, "runuser", "-u", mallory.user, "--", "sh", "-c",
+         "dd if=/dev/zero of=/tmp/spill bs=1M count=1200 2>&1; echo dd=$?; "
+         "df -B1 --output=target /tmp | tail -1"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert NO_SPACE in done.stdout and "dd=1" in done.stdout, done.stdout + done.stderr
+    assert not Path("/tmp/spill").exists()
+    assert used_bytes(mallory) > 900 * 1024**2  # it was the agent's own space it filled
+    private_tmp.release(private)
+    assert not private.folder.exists()
+    assert used_bytes(mallory) < 100 * 1024**2
