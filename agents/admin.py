@@ -73,6 +73,7 @@ class ProxyCallAdmin(RecordAdmin):
         "cost_usd",
         "latency_ms",
         "error",
+        "settled_at",
     ]
     list_filter = ["status", "model", "stream", "agent"]
     date_hierarchy = "created_at"

@@ -12,7 +12,9 @@ USD = {"max_digits": 14, "decimal_places": 6}
 class Agent(models.Model):
     """A competitor. Its LLM API credit is a ledger: `credit_reserved` holds the worst-case
     cost of calls in flight, `credit_spent` the settled cost; both change only through
-    conditional F() updates (see services), so concurrent calls can never overspend."""
+    conditional F() updates (see agents/credit.py), so concurrent calls can never overspend.
+    `credit_period` counts the phase grants: a call reserved under an earlier grant gives its
+    unused reservation back to that grant, never to the current one."""
 
     name = models.SlugField(max_length=32, unique=True)
     active = models.BooleanField(default=True)
@@ -22,6 +24,9 @@ class Agent(models.Model):
     credit_limit = models.DecimalField(**USD, default=Decimal("300"))
     credit_spent = models.DecimalField(**USD, default=Decimal("0"))
     credit_reserved = models.DecimalField(**USD, default=Decimal("0"))
+    credit_period = models.PositiveIntegerField(
+        default=0, help_text="how many phase grants the credit has had"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -82,20 +87,35 @@ class Upstream(models.Model):
 
 
 class ProxyCall(models.Model):
+    """One call through the proxy, created with its reservation. `settled_at` is empty while
+    the call is in flight (`status` 0); settling claims the row once, so the proxy and the
+    reconciler (`credit_reservations_reconcile`) never both settle a call."""
+
     agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="proxy_calls")
     model = models.CharField(max_length=100)
     stream = models.BooleanField()
-    status = models.PositiveSmallIntegerField()
+    status = models.PositiveSmallIntegerField(default=0, help_text="0 while in flight")
     prompt_tokens = models.PositiveIntegerField(default=0)
     completion_tokens = models.PositiveIntegerField(default=0)
     reserved_usd = models.DecimalField(**USD)
     cost_usd = models.DecimalField(**USD, default=Decimal("0"))
     latency_ms = models.PositiveIntegerField(default=0)
     error = models.CharField(max_length=300, blank=True)
+    credit_period = models.PositiveIntegerField(
+        default=0, help_text="the agent's credit_period when the call reserved"
+    )
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    settled_at = models.DateTimeField(null=True, blank=True, help_text="empty while in flight")
 
     class Meta:
         ordering = ["-created_at"]
+        indexes = [
+            models.Index(
+                fields=["created_at"],
+                condition=models.Q(settled_at__isnull=True),
+                name="proxycall_in_flight",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.agent} {self.model} {self.status} ${self.cost_usd}"

@@ -1,38 +1,63 @@
 """The metered LLM API proxy: OpenAI-compatible `/proxy/v1/chat/completions` and `/models`.
 
 Agents never hold an upstream key: they call this with their proxy token; the proxy adds the
-key on the way out. Each call first reserves its worst-case cost — the prompt counted as one
-token per byte (no tokenizer yields more) plus `max_tokens`, which the proxy caps and always
-sends — then settles on the usage the upstream reports. Streamed calls ask the upstream for
-usage in the last chunk; if none comes (a client that hung up, an upstream without usage),
-the completion is counted as one token per streamed chunk.
+key on the way out. Each call is priced first (`agents.pricing`: the most the upstream can
+bill for the body actually sent; what cannot be priced is refused), reserves that amount,
+and settles on the usage the upstream reports (`agents.credit`).
+
+The exchange with the upstream runs in a task of its own, shielded from the agent's request:
+an agent that hangs up cancels its request, never the exchange, which reads the upstream's
+answer to its end, learns the usage and settles. An exchange that learns no usage (an
+upstream that sent none, a connection cut mid-answer) charges the whole reservation; only an
+upstream that never got the request, or refused it, charges nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
+import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from decimal import Decimal
 from typing import Any
 
 import httpx2
 from asgiref.sync import sync_to_async
-from django.db import transaction
+from django.db import close_old_connections
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from agents.models import Agent, Upstream
+from agents.credit import (
+    CALL_TIMEOUT_S,
+    CreditExhausted,
+    cost_usd,
+    credit_reserve,
+    credit_settle,
+    proxy_call_log,
+)
+from agents.models import Agent, ProxyCall, Upstream
+from agents.pricing import PricedRequest, Unpriceable, price_request
 from agents.selectors import agent_for_token, upstreams_active
-from agents.services import CreditExhausted, cost_usd, credit_reserve, credit_settle, proxy_call_log
 
-TEMPLATE_TOKENS_PER_MESSAGE = 16  # role markers and separators a chat template adds
-UPSTREAM_TIMEOUT_S = 600.0
+log = logging.getLogger(__name__)
+
+UPSTREAM_TIMEOUT_S = 600.0  # for each read; CALL_TIMEOUT_S bounds the whole exchange
+_exchanges: set[asyncio.Task[Any]] = set()  # strong references: the loop keeps weak ones only
 
 
 def _error(status: int, message: str, kind: str, code: str | None = None) -> JsonResponse:
     return JsonResponse({"error": {"message": message, "type": kind, "code": code}}, status=status)
+
+
+def _in_background(work: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+    """Run `work` beyond the agent's request. In a context of its own: the request's context
+    carries an executor for its database calls that quits when the request ends."""
+    task = asyncio.get_running_loop().create_task(work, context=contextvars.Context())
+    _exchanges.add(task)
+    task.add_done_callback(_exchanges.discard)
+    return task
 
 
 async def _authenticate(request: HttpRequest) -> Agent | None:
@@ -74,12 +99,8 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
         body = json.loads(request.body)
     except (json.JSONDecodeError, UnicodeDecodeError):
         return _error(400, "the request body is not valid JSON", "invalid_request_error")
-    if (
-        not isinstance(body, dict)
-        or not isinstance(body.get("messages"), list)
-        or not body["messages"]
-    ):
-        return _error(400, "'messages' must be a non-empty list", "invalid_request_error")
+    if not isinstance(body, dict):
+        return _error(400, "the request body must be a JSON object", "invalid_request_error")
     upstream = await sync_to_async(
         Upstream.objects.filter(name=body.get("model"), active=True).first
     )()
@@ -90,24 +111,17 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
             "invalid_request_error",
             "model_not_found",
         )
-
-    requested = (
-        body.pop("max_completion_tokens", None)
-        or body.get("max_tokens")
-        or upstream.max_completion_tokens
-    )
-    if not isinstance(requested, int) or requested < 1:
-        return _error(400, "'max_tokens' must be a positive integer", "invalid_request_error")
-    max_tokens = min(requested, upstream.max_completion_tokens)
-    prompt_bound = len(json.dumps(body["messages"]).encode()) + TEMPLATE_TOKENS_PER_MESSAGE * len(
-        body["messages"]
-    )
-    reserved = cost_usd(upstream, prompt_tokens=prompt_bound, completion_tokens=max_tokens)
     try:
-        await sync_to_async(credit_reserve)(agent=agent, amount=reserved)
+        priced = price_request(body, upstream)
+    except Unpriceable as refused:
+        return _error(400, str(refused), "invalid_request_error", "unpriceable_request")
+    try:
+        call = await sync_to_async(credit_reserve)(
+            agent=agent, amount=priced.reserved_usd, model=upstream.name, stream=priced.stream
+        )
     except CreditExhausted as exhausted:
         await sync_to_async(proxy_call_log)(
-            agent=agent, model=upstream.name, stream=bool(body.get("stream")), status=402,
+            agent=agent, model=upstream.name, stream=priced.stream, status=402,
             reserved_usd=Decimal(0), error="credit exhausted",
         )  # fmt: skip
         return _error(
@@ -116,23 +130,20 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
             "insufficient_quota",
             "credit_exhausted",
         )
-
-    outgoing = {**body, "model": upstream.upstream_model, "max_tokens": max_tokens}
-    call = _Call(agent, upstream, reserved, stream=bool(body.get("stream")))
-    if call.stream:
-        outgoing["stream_options"] = {"include_usage": True}
-        return await call.streamed(outgoing)
-    return await call.whole(outgoing)
+    exchange = _Exchange(call, upstream, priced)
+    if priced.stream:
+        return await exchange.streamed()
+    # Shielded: the agent hanging up cancels this view, never the exchange and its settlement.
+    return await asyncio.shield(_in_background(exchange.whole()))
 
 
-class _Call:
-    def __init__(
-        self, agent: Agent, upstream: Upstream, reserved: Decimal, *, stream: bool
-    ) -> None:
-        self.agent = agent
+class _Exchange:
+    """One call's exchange with the upstream, and its settlement (exactly once)."""
+
+    def __init__(self, call: ProxyCall, upstream: Upstream, priced: PricedRequest) -> None:
+        self.call = call
         self.upstream = upstream
-        self.reserved = reserved
-        self.stream = stream
+        self.priced = priced
         self.started = time.monotonic()
 
     def _headers(self) -> dict[str, str]:
@@ -144,84 +155,151 @@ class _Call:
     def _url(self) -> str:
         return self.upstream.base_url.rstrip("/") + "/chat/completions"
 
-    async def _finish(
-        self, status: int, usage: dict[str, Any] | None, error: str = "", chunks: int = 0
+    async def _settle(
+        self, status: int, usage: Any, *, billed: bool = True, error: str = ""
     ) -> None:
-        prompt = int((usage or {}).get("prompt_tokens") or 0)
-        completion = int((usage or {}).get("completion_tokens") or (0 if usage else chunks))
-        cost = (
-            cost_usd(self.upstream, prompt_tokens=prompt, completion_tokens=completion)
-            if status < 400
-            else Decimal(0)
-        )
-        latency_ms = round((time.monotonic() - self.started) * 1000)
+        """Charge the usage the upstream reported; with none, the whole reservation (unless
+        the upstream never took the request: `billed` False)."""
+        prompt, completion = _usage_tokens(usage)
+        if not billed:
+            cost = Decimal(0)
+        elif prompt is None or completion is None:
+            cost, prompt, completion = self.call.reserved_usd, 0, 0
+            note = "the upstream reported no usage; charged the reservation"
+            error = f"{error}; {note}" if error else note
+        else:
+            cost = cost_usd(self.upstream, prompt_tokens=prompt, completion_tokens=completion)
+        settle = sync_to_async(_settle_now)(
+            call=self.call, cost=cost, status=status, prompt_tokens=prompt or 0,
+            completion_tokens=completion or 0, error=error,
+            latency_ms=round((time.monotonic() - self.started) * 1000),
+        )  # fmt: skip
+        await asyncio.shield(settle)
 
-        @transaction.atomic
-        def settle_and_log() -> None:
-            charged = credit_settle(agent=self.agent, reserved=self.reserved, cost=cost)
-            proxy_call_log(
-                agent=self.agent, model=self.upstream.name, stream=self.stream, status=status,
-                prompt_tokens=prompt, completion_tokens=completion, reserved_usd=self.reserved,
-                cost_usd=charged, latency_ms=latency_ms, error=error,
-            )  # fmt: skip
-
-        # One transaction, shielded: a client that hangs up after `[DONE]` cancels the
-        # response, and the charge must never land without its log line (or the reverse).
-        await asyncio.shield(sync_to_async(settle_and_log)())
-
-    async def whole(self, outgoing: dict[str, Any]) -> HttpResponse:
+    async def whole(self) -> HttpResponse:
         try:
-            async with httpx2.AsyncClient(timeout=UPSTREAM_TIMEOUT_S) as client:
-                reply = await client.post(self._url(), json=outgoing, headers=self._headers())
-        except httpx2.HTTPError as exc:
-            await self._finish(502, None, error=f"upstream unreachable ({type(exc).__name__})")
+            async with asyncio.timeout(CALL_TIMEOUT_S):
+                async with httpx2.AsyncClient(timeout=UPSTREAM_TIMEOUT_S) as client:
+                    reply = await client.post(
+                        self._url(), content=self.priced.body, headers=self._headers()
+                    )
+                    content = reply.content
+        except (httpx2.ConnectError, httpx2.ConnectTimeout) as exc:
+            await self._settle(502, None, billed=False, error=f"upstream unreachable ({type(exc).__name__})")  # fmt: skip
             return _error(502, "the upstream model could not be reached", "upstream_error")
+        except (httpx2.HTTPError, TimeoutError) as exc:
+            await self._settle(502, None, error=f"upstream failed mid-answer ({type(exc).__name__})")  # fmt: skip
+            return _error(502, "the upstream model did not answer in full", "upstream_error")
         if reply.status_code >= 400:
-            await self._finish(reply.status_code, None, error=f"upstream HTTP {reply.status_code}")
+            await self._settle(reply.status_code, None, billed=False, error=f"upstream HTTP {reply.status_code}")  # fmt: skip
             return _error(502 if reply.status_code >= 500 else reply.status_code,
                           f"the upstream model answered HTTP {reply.status_code}", "upstream_error")  # fmt: skip
-        data = reply.json()
-        await self._finish(200, data.get("usage"))
+        try:
+            data = json.loads(content)
+        except ValueError:
+            data = None
+        if not isinstance(data, dict):
+            await self._settle(502, None, error="the upstream's answer is not JSON")
+            return _error(502, "the upstream model's answer was not JSON", "upstream_error")
+        await self._settle(200, data.get("usage"))
         data["model"] = self.upstream.name
         return JsonResponse(data)
 
-    async def streamed(self, outgoing: dict[str, Any]) -> HttpResponse:
-        client = httpx2.AsyncClient(timeout=UPSTREAM_TIMEOUT_S)
-        try:
-            upstream_request = client.build_request(
-                "POST", self._url(), json=outgoing, headers=self._headers()
-            )
-            reply = await client.send(upstream_request, stream=True)
-        except httpx2.HTTPError as exc:
-            await client.aclose()
-            await self._finish(502, None, error=f"upstream unreachable ({type(exc).__name__})")
-            return _error(502, "the upstream model could not be reached", "upstream_error")
-        if reply.status_code >= 400:
-            await reply.aclose()
-            await client.aclose()
-            await self._finish(reply.status_code, None, error=f"upstream HTTP {reply.status_code}")
-            return _error(502 if reply.status_code >= 500 else reply.status_code,
-                          f"the upstream model answered HTTP {reply.status_code}", "upstream_error")  # fmt: skip
+    async def streamed(self) -> HttpResponse:
+        """The upstream is read by a task of its own into a queue; the agent's response
+        relays the queue. An agent that hangs up stops the relay, not the reading."""
+        lines: asyncio.Queue[str | None] = asyncio.Queue()
+        opened: asyncio.Future[HttpResponse | None] = asyncio.get_running_loop().create_future()
+        listening = [True]
+        _in_background(self._read_stream(lines, opened, listening))
+        refused = await asyncio.shield(opened)
+        if refused is not None:
+            return refused
 
         async def relay() -> AsyncIterator[bytes]:
-            usage: dict[str, Any] | None = None
-            chunks = 0
             try:
-                async for line in reply.aiter_lines():
-                    if line.startswith("data: ") and line != "data: [DONE]":
-                        chunk = json.loads(line.removeprefix("data: "))
-                        usage = chunk.get("usage") or usage
-                        if any(
-                            (c.get("delta") or {}).get("content")
-                            for c in chunk.get("choices") or []
-                        ):
-                            chunks += 1
-                        chunk["model"] = self.upstream.name
-                        line = "data: " + json.dumps(chunk)
+                while (line := await lines.get()) is not None:
                     yield (line + "\n").encode()
             finally:
-                await reply.aclose()
-                await client.aclose()
-                await self._finish(200, usage, chunks=chunks)
+                listening[0] = False
 
         return StreamingHttpResponse(relay(), content_type="text/event-stream")
+
+    async def _read_stream(
+        self,
+        lines: asyncio.Queue[str | None],
+        opened: asyncio.Future[HttpResponse | None],
+        listening: list[bool],
+    ) -> None:
+        usage: Any = None
+        status, billed, error = 200, True, ""
+        try:
+            async with asyncio.timeout(CALL_TIMEOUT_S):
+                async with httpx2.AsyncClient(timeout=UPSTREAM_TIMEOUT_S) as client:
+                    request = client.build_request(
+                        "POST", self._url(), content=self.priced.body, headers=self._headers()
+                    )
+                    reply = await client.send(request, stream=True)
+                    try:
+                        if reply.status_code >= 400:
+                            status, billed = reply.status_code, False
+                            error = f"upstream HTTP {status}"
+                            opened.set_result(_error(502 if status >= 500 else status,
+                                f"the upstream model answered HTTP {status}", "upstream_error"))  # fmt: skip
+                            return
+                        opened.set_result(None)
+                        async for line in reply.aiter_lines():
+                            line, usage = self._relayed_line(line, usage)
+                            if listening[0]:
+                                lines.put_nowait(line)
+                    finally:
+                        await reply.aclose()
+        except (httpx2.ConnectError, httpx2.ConnectTimeout) as exc:
+            status, billed = 502, False
+            error = f"upstream unreachable ({type(exc).__name__})"
+        except (httpx2.HTTPError, TimeoutError) as exc:
+            status, error = 502, f"upstream failed mid-answer ({type(exc).__name__})"
+        finally:
+            if not opened.done():
+                opened.set_result(
+                    _error(502, "the upstream model could not be reached", "upstream_error")
+                )
+            try:  # settled before the agent sees the end: its next call sees the ledger right
+                await self._settle(status, usage, billed=billed, error=error)
+            finally:
+                lines.put_nowait(None)
+
+    def _relayed_line(self, line: str, usage: Any) -> tuple[str, Any]:
+        if not line.startswith("data: ") or line == "data: [DONE]":
+            return line, usage
+        try:
+            chunk = json.loads(line.removeprefix("data: "))
+        except ValueError:
+            return line, usage
+        if not isinstance(chunk, dict):
+            return line, usage
+        usage = chunk.get("usage") or usage
+        chunk["model"] = self.upstream.name
+        return "data: " + json.dumps(chunk), usage
+
+
+def _settle_now(**settlement: Any) -> None:
+    # Outside any request: no request_finished signal tidies this thread's connection.
+    close_old_connections()
+    try:
+        credit_settle(**settlement)
+    finally:
+        close_old_connections()
+
+
+def _usage_tokens(usage: Any) -> tuple[int | None, int | None]:
+    """The prompt and completion tokens of an OpenAI usage object; None for what is missing
+    or malformed."""
+    if not isinstance(usage, dict):
+        return None, None
+    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    valid = [
+        value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+        for value in (prompt, completion)
+    ]
+    return valid[0], valid[1]

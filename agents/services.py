@@ -1,4 +1,5 @@
-"""Writes of the agents context: agents, their tokens, and the LLM API credit ledger."""
+"""Writes of the agents context: agents and their tokens (the LLM API credit ledger is in
+`agents.credit`)."""
 
 from __future__ import annotations
 
@@ -10,18 +11,18 @@ import secrets
 import stat
 import time
 from dataclasses import dataclass
-from decimal import ROUND_UP, Decimal
+from decimal import Decimal
 from pathlib import Path
 
 import yaml
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
 from django.utils import timezone
 
 from agents.checkpoints import CheckpointInvalid, inspect_checkpoint
+from agents.credit import CreditExhausted, cost_usd  # noqa: F401  (the ledger's home is credit)
 from agents.firewall import agent_firewall_block, agent_firewall_unblock
-from agents.models import Agent, AgentToken, Checkpoint, DataRecord, Nomination, ProxyCall, Upstream
+from agents.models import Agent, AgentToken, Checkpoint, DataRecord, Nomination
 from agents.sandboxes import UnixSandboxes
 from arena.competition.models import Phase
 from arena.competition.selectors import phase_account_limits, phase_current, phase_running
@@ -38,16 +39,6 @@ from cluster.sandbox_files import (
 from cluster.services import account_close, account_ensure, cluster_sync
 
 log = logging.getLogger(__name__)
-
-MILLION = Decimal(1_000_000)
-CENT_FRACTION = Decimal("0.000001")
-
-
-class CreditExhausted(Exception):
-    def __init__(self, *, needed: Decimal, left: Decimal) -> None:
-        super().__init__(f"this call may cost up to ${needed}, and ${left} of credit is left")
-        self.needed = needed
-        self.left = left
 
 
 def token_digest(token: str) -> str:
@@ -68,51 +59,6 @@ def token_issue(*, agent: Agent, kind: str) -> str:
     token = f"arena_{kind}_{secrets.token_urlsafe(32)}"
     AgentToken.objects.create(agent=agent, kind=kind, digest=token_digest(token))
     return token
-
-
-def cost_usd(upstream: Upstream, *, prompt_tokens: int, completion_tokens: int) -> Decimal:
-    cost = (
-        prompt_tokens * upstream.usd_per_million_prompt_tokens
-        + completion_tokens * upstream.usd_per_million_completion_tokens
-    ) / MILLION
-    return cost.quantize(CENT_FRACTION, rounding=ROUND_UP)
-
-
-def credit_reserve(*, agent: Agent, amount: Decimal) -> None:
-    """Hold `amount` of the agent's credit for a call in flight, or raise CreditExhausted.
-
-    One conditional UPDATE: it succeeds only if the credit left covers the amount, so no
-    interleaving of concurrent calls can reserve more than the agent has.
-    """
-    held = Agent.objects.filter(
-        pk=agent.pk, credit_limit__gte=F("credit_spent") + F("credit_reserved") + amount
-    ).update(credit_reserved=F("credit_reserved") + amount)
-    if not held:
-        agent.refresh_from_db()
-        left = max(Decimal(0), agent.credit_limit - agent.credit_spent - agent.credit_reserved)
-        raise CreditExhausted(needed=amount, left=left)
-
-
-def credit_settle(*, agent: Agent, reserved: Decimal, cost: Decimal) -> Decimal:
-    """Release a reservation and charge what the call cost (never more than was reserved:
-    the reservation is the most the call could cost, so charging above it would mean the
-    upstream ignored the token cap). Returns the amount charged."""
-    charged = min(cost, reserved)
-    if cost > reserved:
-        log.warning(
-            "agent %s: call cost %s above its reservation %s; charged the reservation",
-            agent.name,
-            cost,
-            reserved,
-        )
-    Agent.objects.filter(pk=agent.pk).update(
-        credit_reserved=F("credit_reserved") - reserved, credit_spent=F("credit_spent") + charged
-    )
-    return charged
-
-
-def proxy_call_log(**fields: object) -> ProxyCall:
-    return ProxyCall.objects.create(**fields)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,177 @@
+"""The LLM API credit ledger: reserve, settle, reconcile, and the phase grant.
+
+`Agent` holds three columns: `credit_limit`, `credit_reserved` (the worst case of calls in
+flight) and `credit_spent` (what settled calls cost). Each call is a `ProxyCall` row from the
+moment it reserves; settling claims that row once (`settled_at`), so the proxy, its
+background reader and the reconciler can race and still charge a call exactly once. Every
+change of the agent's columns is one conditional UPDATE, and a database constraint holds
+`spent + reserved <= limit`.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from decimal import ROUND_UP, Decimal
+
+from django.db import transaction
+from django.db.models import Case, F, Q, Value, When
+from django.utils import timezone
+
+from agents.models import Agent, ProxyCall, Upstream
+
+log = logging.getLogger(__name__)
+
+MILLION = Decimal(1_000_000)
+CENT_FRACTION = Decimal("0.000001")
+# The longest a call may take, the upstream's whole answer included. The proxy gives up on
+# an upstream after this long, so a reservation older than this (plus a margin for the
+# settlement itself) belongs to a process that died: the reconciler settles it.
+CALL_TIMEOUT_S = 900.0
+RECONCILE_AFTER = timedelta(seconds=CALL_TIMEOUT_S + 60)
+
+
+class CreditExhausted(Exception):
+    def __init__(self, *, needed: Decimal, left: Decimal) -> None:
+        super().__init__(f"this call may cost up to ${needed}, and ${left} of credit is left")
+        self.needed = needed
+        self.left = left
+
+
+def cost_usd(upstream: Upstream, *, prompt_tokens: int, completion_tokens: int) -> Decimal:
+    cost = (
+        prompt_tokens * upstream.usd_per_million_prompt_tokens
+        + completion_tokens * upstream.usd_per_million_completion_tokens
+    ) / MILLION
+    return cost.quantize(CENT_FRACTION, rounding=ROUND_UP)
+
+
+@transaction.atomic
+def credit_reserve(*, agent: Agent, amount: Decimal, model: str, stream: bool) -> ProxyCall:
+    """Hold `amount` of the agent's credit for a new call, or raise CreditExhausted.
+
+    One conditional UPDATE: it succeeds only if the credit left covers the amount, so no
+    interleaving of concurrent calls can reserve more than the agent has. The call's row is
+    written in the same transaction, with the grant it reserved under (the UPDATE holds the
+    agent's row, so a phase grant cannot slip in between).
+    """
+    held = Agent.objects.filter(
+        pk=agent.pk, credit_limit__gte=F("credit_spent") + F("credit_reserved") + amount
+    ).update(credit_reserved=F("credit_reserved") + amount)
+    if not held:
+        agent.refresh_from_db()
+        left = max(Decimal(0), agent.credit_limit - agent.credit_spent - agent.credit_reserved)
+        raise CreditExhausted(needed=amount, left=left)
+    period = Agent.objects.values_list("credit_period", flat=True).get(pk=agent.pk)
+    return ProxyCall.objects.create(
+        agent=agent, model=model, stream=stream, reserved_usd=amount, credit_period=period
+    )
+
+
+@transaction.atomic
+def credit_settle(
+    *,
+    call: ProxyCall,
+    cost: Decimal,
+    status: int,
+    prompt_tokens: int = 0,
+    completion_tokens: int = 0,
+    latency_ms: int = 0,
+    error: str = "",
+) -> Decimal | None:
+    """Release the call's reservation and charge what it cost. Returns the amount charged, or
+    None if the call was already settled (by the reconciler, or the reverse).
+
+    The charge is what the upstream bills, even above the reservation (the reservation is an
+    upper bound, so that would mean the bound is wrong: it is logged as an error). Only what
+    the agent's credit cannot cover is left uncharged, and the call's error says so.
+    """
+    claimed = ProxyCall.objects.filter(pk=call.pk, settled_at=None).update(
+        settled_at=timezone.now()
+    )
+    if not claimed:
+        log.info("proxy call %s was already settled", call.pk)
+        return None
+    reserved = call.reserved_usd
+    charged = cost
+    if not _ledger_settle(call, reserved=reserved, charge=cost):
+        # Billed above the reservation and above what is left: charge all that is left.
+        agent = Agent.objects.select_for_update().get(pk=call.agent_id)
+        charged = reserved + max(
+            Decimal(0), agent.credit_limit - agent.credit_spent - agent.credit_reserved
+        )
+        if not _ledger_settle(call, reserved=reserved, charge=charged):
+            raise AssertionError(f"proxy call {call.pk}: the ledger refused ${charged}")
+    if cost > reserved:
+        log.error(
+            "proxy call %s of agent %s: the upstream billed $%s, above its reservation $%s; "
+            "charged $%s",
+            call.pk, call.agent_id, cost, reserved, charged,
+        )  # fmt: skip
+        note = f"billed ${cost} above the reservation ${reserved}; charged ${charged}"
+        error = f"{error}; {note}" if error else note
+    ProxyCall.objects.filter(pk=call.pk).update(
+        status=status,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        cost_usd=charged,
+        latency_ms=latency_ms,
+        error=error[:300],
+    )
+    return charged
+
+
+def _ledger_settle(call: ProxyCall, *, reserved: Decimal, charge: Decimal) -> bool:
+    """Move the call from reserved to spent. A call reserved under an earlier phase grant
+    also takes its unused reservation (or its overrun) out of the limit, so what the new
+    grant leaves the agent is exactly the grant: nothing carries over."""
+    earlier_grant = Q(credit_period__gt=call.credit_period)
+    covered = Q(credit_limit__gte=F("credit_spent") + F("credit_reserved") - reserved + charge)
+    return bool(
+        Agent.objects.filter(Q(pk=call.agent_id) & (earlier_grant | covered)).update(
+            credit_reserved=F("credit_reserved") - reserved,
+            credit_spent=F("credit_spent") + charge,
+            credit_limit=Case(
+                When(credit_period=call.credit_period, then=F("credit_limit")),
+                default=F("credit_limit") - Value(reserved) + Value(charge),
+            ),
+        )
+    )
+
+
+def credit_reservations_reconcile(*, older_than: timedelta = RECONCILE_AFTER) -> list[ProxyCall]:
+    """Settle every call still in flight after `older_than`: its process died (a restart, a
+    crash) before it could settle. What the upstream billed is unknown, so the call is
+    charged its reservation, the most it could have cost. Returns the calls it settled."""
+    cutoff = timezone.now() - older_than
+    settled = []
+    stale = ProxyCall.objects.filter(settled_at=None, created_at__lt=cutoff).select_related("agent")
+    for call in stale:
+        charged = credit_settle(
+            call=call,
+            cost=call.reserved_usd,
+            status=504,
+            error="never settled by the proxy; charged its reservation",
+        )
+        if charged is not None:
+            settled.append(call)
+    return settled
+
+
+def proxy_call_log(**fields: object) -> ProxyCall:
+    """A call that reserved nothing (refused for credit): logged as settled."""
+    return ProxyCall.objects.create(settled_at=timezone.now(), **fields)
+
+
+def credit_phase_grant(*, agent_ids: list[int], amount: Decimal) -> int:
+    """Give each agent `amount` of credit for a new phase, on top of what it has spent.
+
+    The limit also covers what is reserved now, so calls in flight keep their reservations;
+    `credit_period` moves on, and each of those calls, when it settles, takes its unused
+    reservation out of the limit (`_ledger_settle`). Once all have settled the limit is
+    settled spending plus `amount`: unused reservations never carry over.
+    """
+    return Agent.objects.filter(pk__in=agent_ids).update(
+        credit_limit=F("credit_spent") + F("credit_reserved") + amount,
+        credit_period=F("credit_period") + 1,
+    )
