@@ -29,6 +29,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from agents.credit import credit_phase_grant
 from agents.models import Agent, Nomination, NomineeCopy
 from agents.nominees import nominee_copy_make, nominee_copy_refuse
 from agents.sandboxes import UnixSandboxes
@@ -111,11 +112,10 @@ def _start(phase: Phase, engine: Engine) -> dict[str, Any]:
     Slurm association (usage starts again from zero) and the feedback the phase's policy
     gives. One agent's failed step is recorded against it and never stops the others."""
     agents = list(Agent.objects.filter(active=True).exclude(cluster_account=""))
-    # The phase's credit on top of what was spent before; calls in flight keep theirs. Once,
+    # The phase's credit on top of what was spent before; calls in flight keep their
+    # reservations, and give back what they leave unused to the old phase, not this one. Once,
     # with the transition: a retry later in the phase would add what was spent since.
-    Agent.objects.filter(pk__in=[agent.pk for agent in agents]).update(
-        credit_limit=F("credit_spent") + F("credit_reserved") + phase.api_credit_usd
-    )
+    credit_phase_grant(agent_ids=[agent.pk for agent in agents], amount=phase.api_credit_usd)
     budgeted = [a for a in agents if _agent_step(phase, a, AgentStepFailure.Step.BUDGET, engine)]
     delivered = []
     if phase.feedback == Phase.Feedback.OWN_BATTLES and previous_phase(phase) is not None:

@@ -12,6 +12,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import close_old_connections
 from django.utils import timezone
 
+from agents.credit import credit_reservations_reconcile
 from arena.competition.models import Phase
 from arena.phases.selectors import (
     agent_step_failures_open,
@@ -113,6 +114,7 @@ class Command(BaseCommand):
                     storage_due = time.monotonic() + storage_every
                     self._guarded("storage", self._measure_storage)
                 self._guarded("serving", lambda: self._serve(servers))
+                self._guarded("credit", self._reconcile_credit)
                 self._guarded("evaluations", self._evaluate)
                 deadline = time.monotonic() + every
                 while not stopping and time.monotonic() < deadline:
@@ -140,6 +142,13 @@ class Command(BaseCommand):
             self.stdout.write(f"evaluating {run.model_label} (run {run.pk})")
         for run in evaluations_collect():
             self.stdout.write(f"evaluated {run.model_label}: {run.state}")
+
+    def _reconcile_credit(self) -> None:
+        """API calls whose proxy process died before settling: charged their reservation."""
+        for call in credit_reservations_reconcile():
+            self.stdout.write(
+                f"credit {call.agent.name}: call {call.pk} settled at its reservation"
+            )
 
     def _measure_storage(self) -> None:
         """Storage quotas: a line when an account gets blocked or unblocked."""
