@@ -17,11 +17,11 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import json
-import logging
 import time
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
+from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx2
 from asgiref.sync import sync_to_async
@@ -41,7 +41,7 @@ from agents.models import Agent, ProxyCall, Upstream
 from agents.pricing import PricedRequest, Unpriceable, price_request
 from agents.selectors import agent_for_token, upstreams_active
 
-log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 UPSTREAM_TIMEOUT_S = 600.0  # for each read; CALL_TIMEOUT_S bounds the whole exchange
 _exchanges: set[asyncio.Task[Any]] = set()  # strong references: the loop keeps weak ones only
@@ -115,36 +115,34 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
         priced = price_request(body, upstream)
     except Unpriceable as refused:
         return _error(400, str(refused), "invalid_request_error", "unpriceable_request")
-    try:
-        call = await sync_to_async(credit_reserve)(
-            agent=agent, amount=priced.reserved_usd, model=upstream.name, stream=priced.stream
-        )
-    except CreditExhausted as exhausted:
-        await sync_to_async(proxy_call_log)(
-            agent=agent, model=upstream.name, stream=priced.stream, status=402,
-            reserved_usd=Decimal(0), error="credit exhausted",
-        )  # fmt: skip
-        return _error(
-            402,
-            f"your API credit is spent: {exhausted}. Ask the organizers or wait for the next phase.",
-            "insufficient_quota",
-            "credit_exhausted",
-        )
-    exchange = _Exchange(call, upstream, priced)
+    exchange = _Exchange(agent, upstream, priced)
     if priced.stream:
         return await exchange.streamed()
     # Shielded: the agent hanging up cancels this view, never the exchange and its settlement.
     return await asyncio.shield(_in_background(exchange.whole()))
 
 
-class _Exchange:
-    """One call's exchange with the upstream, and its settlement (exactly once)."""
+@dataclass
+class _Outcome:
+    """What the upstream did with the call; until it is known, the worst for the agent: the
+    request was sent and nothing says what it cost (the reservation is charged)."""
 
-    def __init__(self, call: ProxyCall, upstream: Upstream, priced: PricedRequest) -> None:
-        self.call = call
+    status: int = 502
+    usage: Any = None
+    billed: bool = True  # False: the upstream never took or refused the request
+    error: str = ""
+
+
+class _Exchange:
+    """One call: its reservation, its exchange with the upstream, and its settlement. Runs
+    in a task of its own (`_in_background`), so it settles whatever the agent does."""
+
+    def __init__(self, agent: Agent, upstream: Upstream, priced: PricedRequest) -> None:
+        self.agent = agent
         self.upstream = upstream
         self.priced = priced
         self.started = time.monotonic()
+        self.call: ProxyCall | None = None
 
     def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json"}
@@ -155,13 +153,35 @@ class _Exchange:
     def _url(self) -> str:
         return self.upstream.base_url.rstrip("/") + "/chat/completions"
 
-    async def _settle(
-        self, status: int, usage: Any, *, billed: bool = True, error: str = ""
-    ) -> None:
+    async def _reserve(self) -> HttpResponse | None:
+        """Reserve the call's worst case; the 402 to answer when the credit cannot cover it."""
+        try:
+            self.call = await sync_to_async(_with_fresh_connection)(
+                credit_reserve, agent=self.agent, amount=self.priced.reserved_usd,
+                model=self.upstream.name, stream=self.priced.stream,
+            )  # fmt: skip
+        except CreditExhausted as exhausted:
+            await sync_to_async(_with_fresh_connection)(
+                proxy_call_log, agent=self.agent, model=self.upstream.name,
+                stream=self.priced.stream, status=402, reserved_usd=Decimal(0),
+                error="credit exhausted",
+            )  # fmt: skip
+            return _error(
+                402,
+                f"your API credit is spent: {exhausted}. Ask the organizers or wait for the next"
+                " phase.",
+                "insufficient_quota",
+                "credit_exhausted",
+            )
+        return None
+
+    async def _settle(self, outcome: _Outcome) -> None:
         """Charge the usage the upstream reported; with none, the whole reservation (unless
-        the upstream never took the request: `billed` False)."""
-        prompt, completion = _usage_tokens(usage)
-        if not billed:
+        the upstream never took the request)."""
+        assert self.call is not None
+        prompt, completion = _usage_tokens(outcome.usage)
+        error = outcome.error
+        if not outcome.billed:
             cost = Decimal(0)
         elif prompt is None or completion is None:
             cost, prompt, completion = self.call.reserved_usd, 0, 0
@@ -169,39 +189,48 @@ class _Exchange:
             error = f"{error}; {note}" if error else note
         else:
             cost = cost_usd(self.upstream, prompt_tokens=prompt, completion_tokens=completion)
-        settle = sync_to_async(_settle_now)(
-            call=self.call, cost=cost, status=status, prompt_tokens=prompt or 0,
-            completion_tokens=completion or 0, error=error,
+        settle = sync_to_async(_with_fresh_connection)(
+            credit_settle, call=self.call, cost=cost, status=outcome.status,
+            prompt_tokens=prompt or 0, completion_tokens=completion or 0, error=error,
             latency_ms=round((time.monotonic() - self.started) * 1000),
         )  # fmt: skip
         await asyncio.shield(settle)
 
     async def whole(self) -> HttpResponse:
+        refused = await self._reserve()
+        if refused is not None:
+            return refused
+        outcome = _Outcome()
+        try:  # settled before the agent gets the answer, whatever happens
+            return await self._ask_whole(outcome)
+        finally:
+            await self._settle(outcome)
+
+    async def _ask_whole(self, outcome: _Outcome) -> HttpResponse:
         try:
-            async with asyncio.timeout(CALL_TIMEOUT_S):
-                async with httpx2.AsyncClient(timeout=UPSTREAM_TIMEOUT_S) as client:
-                    reply = await client.post(
-                        self._url(), content=self.priced.body, headers=self._headers()
-                    )
-                    content = reply.content
+            async with (
+                asyncio.timeout(CALL_TIMEOUT_S),
+                httpx2.AsyncClient(timeout=UPSTREAM_TIMEOUT_S) as client,
+            ):
+                reply = await client.post(
+                    self._url(), content=self.priced.body, headers=self._headers()
+                )
         except (httpx2.ConnectError, httpx2.ConnectTimeout) as exc:
-            await self._settle(502, None, billed=False, error=f"upstream unreachable ({type(exc).__name__})")  # fmt: skip
+            outcome.billed, outcome.error = False, f"upstream unreachable ({type(exc).__name__})"
             return _error(502, "the upstream model could not be reached", "upstream_error")
         except (httpx2.HTTPError, TimeoutError) as exc:
-            await self._settle(502, None, error=f"upstream failed mid-answer ({type(exc).__name__})")  # fmt: skip
+            outcome.error = f"upstream failed mid-answer ({type(exc).__name__})"
             return _error(502, "the upstream model did not answer in full", "upstream_error")
         if reply.status_code >= 400:
-            await self._settle(reply.status_code, None, billed=False, error=f"upstream HTTP {reply.status_code}")  # fmt: skip
-            return _error(502 if reply.status_code >= 500 else reply.status_code,
-                          f"the upstream model answered HTTP {reply.status_code}", "upstream_error")  # fmt: skip
+            return _upstream_refused(outcome, reply.status_code)
         try:
-            data = json.loads(content)
+            data = json.loads(reply.content)
         except ValueError:
             data = None
         if not isinstance(data, dict):
-            await self._settle(502, None, error="the upstream's answer is not JSON")
+            outcome.error = "the upstream's answer is not JSON"
             return _error(502, "the upstream model's answer was not JSON", "upstream_error")
-        await self._settle(200, data.get("usage"))
+        outcome.status, outcome.usage = 200, data.get("usage")
         data["model"] = self.upstream.name
         return JsonResponse(data)
 
@@ -231,41 +260,39 @@ class _Exchange:
         opened: asyncio.Future[HttpResponse | None],
         listening: list[bool],
     ) -> None:
-        usage: Any = None
-        status, billed, error = 200, True, ""
+        refused = await self._reserve()
+        if refused is not None:
+            opened.set_result(refused)
+            return
+        outcome = _Outcome()
         try:
-            async with asyncio.timeout(CALL_TIMEOUT_S):
-                async with httpx2.AsyncClient(timeout=UPSTREAM_TIMEOUT_S) as client:
-                    request = client.build_request(
-                        "POST", self._url(), content=self.priced.body, headers=self._headers()
-                    )
-                    reply = await client.send(request, stream=True)
-                    try:
-                        if reply.status_code >= 400:
-                            status, billed = reply.status_code, False
-                            error = f"upstream HTTP {status}"
-                            opened.set_result(_error(502 if status >= 500 else status,
-                                f"the upstream model answered HTTP {status}", "upstream_error"))  # fmt: skip
-                            return
-                        opened.set_result(None)
-                        async for line in reply.aiter_lines():
-                            line, usage = self._relayed_line(line, usage)
-                            if listening[0]:
-                                lines.put_nowait(line)
-                    finally:
-                        await reply.aclose()
+            async with (
+                asyncio.timeout(CALL_TIMEOUT_S),
+                httpx2.AsyncClient(timeout=UPSTREAM_TIMEOUT_S) as client,
+                client.stream(
+                    "POST", self._url(), content=self.priced.body, headers=self._headers()
+                ) as reply,
+            ):
+                if reply.status_code >= 400:
+                    opened.set_result(_upstream_refused(outcome, reply.status_code))
+                    return
+                opened.set_result(None)
+                async for line in reply.aiter_lines():
+                    line, outcome.usage = self._relayed_line(line, outcome.usage)
+                    if listening[0]:
+                        lines.put_nowait(line)
+                outcome.status = 200
         except (httpx2.ConnectError, httpx2.ConnectTimeout) as exc:
-            status, billed = 502, False
-            error = f"upstream unreachable ({type(exc).__name__})"
+            outcome.billed, outcome.error = False, f"upstream unreachable ({type(exc).__name__})"
         except (httpx2.HTTPError, TimeoutError) as exc:
-            status, error = 502, f"upstream failed mid-answer ({type(exc).__name__})"
+            outcome.error = f"upstream failed mid-answer ({type(exc).__name__})"
         finally:
             if not opened.done():
                 opened.set_result(
                     _error(502, "the upstream model could not be reached", "upstream_error")
                 )
             try:  # settled before the agent sees the end: its next call sees the ledger right
-                await self._settle(status, usage, billed=billed, error=error)
+                await self._settle(outcome)
             finally:
                 lines.put_nowait(None)
 
@@ -283,11 +310,23 @@ class _Exchange:
         return "data: " + json.dumps(chunk), usage
 
 
-def _settle_now(**settlement: Any) -> None:
-    # Outside any request: no request_finished signal tidies this thread's connection.
+def _upstream_refused(outcome: _Outcome, status: int) -> JsonResponse:
+    """An upstream that answers an HTTP error bills nothing; the agent sees the status (a
+    server error as 502)."""
+    outcome.status, outcome.billed, outcome.error = status, False, f"upstream HTTP {status}"
+    return _error(
+        502 if status >= 500 else status,
+        f"the upstream model answered HTTP {status}",
+        "upstream_error",
+    )
+
+
+def _with_fresh_connection(work: Callable[..., T], **arguments: Any) -> T:
+    # Exchanges run outside any request: no request_finished signal tidies this thread's
+    # database connection, so a broken or expired one is dropped here.
     close_old_connections()
     try:
-        credit_settle(**settlement)
+        return work(**arguments)
     finally:
         close_old_connections()
 

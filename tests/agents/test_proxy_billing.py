@@ -8,6 +8,7 @@ caller hangs up.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -21,6 +22,7 @@ import pytest
 from agents.models import Agent, ProxyCall, Upstream
 from agents.services import agent_create, cost_usd, token_issue
 from tests.support.billing_llm import BillingLLM
+from tests.support.scripted_llm import Script
 
 pytestmark = pytest.mark.slow
 
@@ -227,3 +229,39 @@ def test_mixed_concurrent_calls_are_charged_at_least_their_bill(arena, upstreams
     assert agent.credit_spent <= agent.credit_limit
     _assert_charged_covers_bill(agent, billing_llm, upstreams["billing"])
     assert json.dumps(statuses)  # every call answered
+
+
+@pytest.mark.parametrize(
+    "script",
+    [Script("an answer with no usage"), Script("cut " * 40, cut_after_chars=20)],
+    ids=["no-usage", "cut-mid-stream"],
+)
+def test_a_call_whose_usage_is_unknown_is_charged_its_reservation(arena, scripted_llm, script):
+    scripted_llm.scripts["usage-unknown"] = script
+    Upstream.objects.create(
+        name="opaque", base_url=scripted_llm.base_url, upstream_model="usage-unknown",
+        usd_per_million_prompt_tokens=Decimal("2.50"), usd_per_million_completion_tokens=Decimal("10"),
+    )  # fmt: skip
+    agent, token = _agent("opal")
+    body = {"model": "opaque", "messages": MESSAGES, "max_tokens": 100, "stream": True}
+    with contextlib.suppress(httpx2.HTTPError):  # a cut reaches the agent as a broken stream
+        _post(arena, token, body)
+    agent = _settled(agent)
+    call = ProxyCall.objects.get(agent=agent)
+    assert call.cost_usd == call.reserved_usd > 0 and "no usage" in call.error
+    assert agent.credit_spent == call.reserved_usd and agent.credit_reserved == 0
+
+
+def test_an_upstream_error_is_charged_nothing_and_releases_the_reservation(arena, scripted_llm):
+    scripted_llm.scripts["failing"] = Script("", fail_status=500)
+    Upstream.objects.create(
+        name="failing", base_url=scripted_llm.base_url, upstream_model="failing",
+        usd_per_million_prompt_tokens=Decimal("2.50"), usd_per_million_completion_tokens=Decimal("10"),
+    )  # fmt: skip
+    agent, token = _agent("fay")
+    for stream in (False, True):
+        body = {"model": "failing", "messages": MESSAGES, "max_tokens": 10, "stream": stream}
+        assert _post(arena, token, body).status_code == 502
+    agent = _settled(agent, calls=2)
+    assert agent.credit_spent == 0 and agent.credit_reserved == 0
+    assert [c.status for c in ProxyCall.objects.filter(agent=agent)] == [500, 500]
