@@ -10,6 +10,8 @@ charged, what the upstream billed and what the calls reserved. The target: bille
 and upstreams (`billing`, `billing-slow`) stay in that database: use one of its own.
 
 Run: `DATABASE_URL=postgres://…/arena_bench .venv/bin/python bench/proxy_billing.py`
+(it also runs against an older checkout of the site, to measure the proxy before a change:
+it needs only `ProxyCall` and `agents.services.cost_usd`).
 """
 
 from __future__ import annotations
@@ -41,9 +43,8 @@ import httpx2  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
-from agents.credit import cost_usd  # noqa: E402
 from agents.models import Agent, ProxyCall, Upstream  # noqa: E402
-from agents.services import agent_create, token_issue  # noqa: E402
+from agents.services import agent_create, cost_usd, token_issue  # noqa: E402
 from tests.support.billing_llm import BillingLLM  # noqa: E402
 
 PROMPT_PRICE, COMPLETION_PRICE = Decimal("2.50"), Decimal("10")  # USD per million tokens
@@ -120,7 +121,7 @@ def _settled(agent: Agent, within_s: float = 30) -> Agent:
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
         agent.refresh_from_db()
-        in_flight = ProxyCall.objects.filter(agent=agent, settled_at=None).exists()
+        in_flight = ProxyCall.objects.filter(agent=agent, status=0).exists()
         if not in_flight and agent.credit_reserved == 0:
             break
         time.sleep(0.1)
