@@ -135,7 +135,9 @@ def price_request(body: dict[str, Any], upstream: Upstream) -> PricedRequest:
     outgoing.update(model=upstream.upstream_model, max_tokens=max_tokens)
     if stream:
         outgoing["stream_options"] = {"include_usage": True}
-    sent = json.dumps(outgoing).encode()
+    # ASCII-escaped: a non-ASCII character counts 6 or 12 bytes, above its UTF-8 bytes (a
+    # byte-level tokenizer can give one token per UTF-8 byte of CJK or emoji text).
+    sent = json.dumps(outgoing, ensure_ascii=True).encode()
     prompt_bound = (
         len(sent)
         + TEMPLATE_TOKENS_PER_MESSAGE * len(body["messages"])
