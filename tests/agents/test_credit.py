@@ -100,3 +100,15 @@ def test_a_call_billed_above_its_reservation_is_charged_what_was_billed():
     assert _left(agent) == 0
     call.refresh_from_db()
     assert "charged $7" in call.error
+
+
+def test_each_round_of_the_phase_worker_reconciles():
+    from arena.phases.management.commands.phases import Command as PhaseWorker
+
+    agent = agent_create(name="worker", credit_limit=Decimal("10"))
+    call = _reserve(agent, "1", age=RECONCILE_AFTER + timedelta(seconds=1))
+    out = StringIO()
+    PhaseWorker(stdout=out)._reconcile_credit()  # what `phases run` does every round
+    assert f"call {call.pk} settled at its reservation" in out.getvalue()
+    agent.refresh_from_db()
+    assert agent.credit_reserved == 0 and agent.credit_spent == Decimal("1")
