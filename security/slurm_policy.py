@@ -21,6 +21,8 @@ SLURM_CONFIG_CONTAINS: dict[str, tuple[str, ...]] = {
 # Keys that must have exactly this value.
 SLURM_CONFIG_EQUALS: dict[str, str] = {
     "ProctrackType": "proctrack/cgroup",
+    # A job is held to the memory it was given (and billed for), not the whole node's.
+    "ConstrainRAMSpace": "yes",
 }
 
 # Every partition must bill these (a positive TRESBillingWeights entry each), or jobs that use

@@ -327,8 +327,8 @@ def test_cpus_and_memory_without_gpus_are_capped_like_gpus(make_agent, slurm):
     wide = plain_sbatch(agent, account, "--nodes=2", "--ntasks-per-node=1", "-c", "5", "-t", "1")
     assert wide.stdout.strip() == ""
     assert submit_error(wide.stderr).startswith("the job asks for more CPUs than the account")
-    # 2 x 2500 MB: more than the 4000 MB that go with 8 GPUs.
-    big = plain_sbatch(agent, account, "--nodes=2", "--mem=2500", "-t", "1")
+    # 2 x 40000 MB: more than the 64000 MB that go with 8 GPUs.
+    big = plain_sbatch(agent, account, "--nodes=2", "--mem=40000", "-t", "1")
     assert big.stdout.strip() == ""
     assert submit_error(big.stderr).startswith("the job asks for more memory than the account")
     # A node's worth of CPUs is the agent's share: the next CPU waits, said in words.
@@ -341,6 +341,6 @@ def test_cpus_and_memory_without_gpus_are_capped_like_gpus(make_agent, slurm):
     assert held.reason.startswith("the account already uses its maximum number of CPUs")
     # The caps are those of the agents' QOS, in proportion to GPUs.
     caps = {r["name"]: r["maxtrespa"] for r in cli.sacctmgr_rows("qos", ["name", "maxtrespa"])}
-    assert slurm.tres_for_gpus(8) == "cpu=8,mem=4000,gres/gpu=8"
-    expected = {"cpu=8", "mem=4000M", "gres/gpu=8"}  # sacctmgr's spelling
+    assert slurm.tres_for_gpus(8) == "cpu=8,mem=64000,gres/gpu=8"
+    expected = {"cpu=8", "mem=62.50G", "gres/gpu=8"}  # sacctmgr's spelling of 64000 MB
     assert set(caps["normal"].split(",")) == set(caps["preemptible"].split(",")) == expected

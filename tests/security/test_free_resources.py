@@ -1,8 +1,9 @@
 """Issue 12, item 8: free resources, played by a real agent Unix user with plain `sbatch`.
 
 Before: billing and budgets counted GPUs only, so `sbatch -c 8 --gres=gpu:0` held a whole
-node (and its 8 GPUs, which nobody else could then use) for 24 h at no cost; and with
-`proctrack/linuxproc` a `setsid nohup` child escaped the job and ran on after it ended.
+node (and its 8 GPUs, which nobody else could then use) for 24 h at no cost; with
+`proctrack/linuxproc` a `setsid nohup` child escaped the job and ran on after it ended; and a
+job could use more memory than it was given (and billed for).
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def wait_state(job_id: str, states: set[str], timeout_s: float = 120) -> str:
 
 @pytest.mark.parametrize(
     "hoard",
-    [("-c", "8", "--gres=gpu:0"), ("--mem=4000", "--gres=gpu:0")],
+    [("-c", "8", "--gres=gpu:0"), ("--mem=64000", "--gres=gpu:0")],
     ids=["a-node-of-cpus", "a-node-of-memory"],
 )
 def test_a_day_of_a_whole_node_without_gpus_costs_what_its_gpus_would(players, slurm, hoard):
@@ -111,3 +112,15 @@ def test_a_jobs_processes_end_with_the_job(players, ending):
     while _leftovers(mallory, marker) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert _leftovers(mallory, marker) == [], "a process of the job outlived it"
+
+
+def test_a_job_is_held_to_the_memory_it_was_given(players):
+    """A job that asked for (and pays for) 200 MB cannot take more of the node's memory: the
+    kernel ends it as out of memory, and the agent's next job runs as usual."""
+    mallory = players("sec_mem")
+    hog = "/usr/bin/python3 -c \"b = bytearray(600 * 1024 * 1024); print(len(b))\""
+    job = sbatch(mallory, "--mem=200", "--gres=gpu:0", "-t", "2", script=hog).stdout.strip()
+    assert job.isdigit()
+    assert wait_state(job, {"OUT_OF_MEMORY", "FAILED", "COMPLETED"}) == "OUT_OF_MEMORY"
+    fine = sbatch(mallory, "--mem=200", "--gres=gpu:0", "-t", "2", script="true").stdout.strip()
+    assert wait_state(fine, {"COMPLETED", "FAILED"}) == "COMPLETED"
