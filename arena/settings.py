@@ -80,6 +80,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "frontend.middleware.content_security_policy",
+    "frontend.middleware.voting_closed_to_agents",
 ]
 
 ROOT_URLCONF = "arena.urls"
@@ -158,6 +159,10 @@ ARENA_MIN_VOTE_SECONDS = env_float("ARENA_MIN_VOTE_SECONDS", 2.0, minimum=0.0)
 # New battles per voter (session) and per salted IP hash, over a sliding minute.
 ARENA_BATTLES_PER_MINUTE = env_int("ARENA_BATTLES_PER_MINUTE", 10, minimum=1)
 ARENA_BATTLES_PER_MINUTE_PER_IP = env_int("ARENA_BATTLES_PER_MINUTE_PER_IP", 60, minimum=1)
+# Networks that may not use the voting site (its page, prompts, battles, votes): the agents'
+# hosts and the cluster's, comma-separated CIDRs (frontend/middleware.py). The local setup keeps
+# agents' users off the site's port with the firewall instead (agents/firewall.py).
+ARENA_VOTING_DENIED_NETWORKS = env_list("ARENA_VOTING_DENIED_NETWORKS", [])
 # Words that reveal a model's identity when an answer contains them (suffixed forms too:
 # GPT-4 catches GPT-4o); every contestant's names and identity words are checked as well.
 ARENA_IDENTITY_WORDS = env_list(
