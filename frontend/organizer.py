@@ -383,6 +383,7 @@ class OrganizerSection:
 SECTION_PROVIDERS: list[str] = [
     "frontend.organizer_sections:evaluation_sections",
     "frontend.organizer_sections:audit_sections",
+    "frontend.organizer_sections:leak_sections",
 ]
 
 

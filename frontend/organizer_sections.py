@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from arena.battles.selectors import leak_rates
 from arena.competition.models import Competition, Phase
 from evalsuite.models import EvalRun
 from evalsuite.selectors import correlation_inputs, correlations_report, phase_report
@@ -189,5 +190,25 @@ def audit_sections() -> list[OrganizerSection]:
             ],
             note=f"{counts}. Benchmark results replaced by the base model's for: {replaced}."
             " Confirm or dismiss findings in the admin (Safety → Findings).",
+        )
+    ]
+
+
+def leak_sections() -> list[OrganizerSection]:
+    """Each contestant's leak rate: answers that revealed an identity over battles answered."""
+    rates = leak_rates()
+    if not rates:
+        return []
+    rows = [[r.contestant, str(r.answered), str(r.leaked), f"{100 * r.rate:.1f}%"] for r in rates]
+    note = (
+        "A battle where one side leaks counts as a loss for that side; both leaking voids it. "
+        "Answered: battles both sides finished."
+    )
+    return [
+        OrganizerSection(
+            title="Identity leaks",
+            columns=["Contestant", "Answered", "Leaked", "Leak rate"],
+            rows=rows,
+            note=note,
         )
     ]

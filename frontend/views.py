@@ -79,7 +79,13 @@ def vote(request: HttpRequest, battle_id: str) -> JsonResponse:
         )
     except BattleRefused as refused:
         return _error(refused.message, refused.code, refused.status)
-    if outcome.counted:
+    if outcome.counted and outcome.leaked_side:
+        side = outcome.leaked_side.upper()
+        message = (
+            f"Thank you! Answer {side} revealed who wrote it, so this battle counts as a loss "
+            f"for {side} whatever the vote."
+        )
+    elif outcome.counted:
         message = "Thank you! Your vote counts."
     else:
         message = (

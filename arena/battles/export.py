@@ -76,7 +76,7 @@ def battle_export_rows(
             "battle_id": battle.pk,
             "model_a": a.contestant.display_name,
             "model_b": b.contestant.display_name,
-            "winner": CHOICE_TO_WINNER[vote.choice],
+            "winner": CHOICE_TO_WINNER[battle.forced_winner or vote.choice],
             "tstamp": vote.created_at.timestamp(),
             "judge": vote.voter_key,
             "phase": battle.phase,
@@ -92,6 +92,10 @@ def battle_export_rows(
                 "list_count_b": b.list_counts,
                 "bold_count_a": a.bold_counts,
                 "bold_count_b": b.bold_counts,
+                # The side whose answer revealed an identity ("" none): it lost the battle
+                # whatever the voter chose, and `winner` says so; `vote` is the voter's choice.
+                "leaked_side": battle.leaked_sides,
+                "vote": vote.choice,
             },
             "conversation_a": _conversation(battle.prompt, a.text),
             "conversation_b": _conversation(battle.prompt, b.text),

@@ -64,6 +64,9 @@ class Battle(models.Model):
     state = models.CharField(max_length=16, choices=State.choices, default=State.CREATED)
     # Non-empty when the battle must not count (an answer revealed an identity, ...).
     void_reason = models.CharField(max_length=300, blank=True)
+    # The sides whose answer revealed an identity: "", "a", "b" or "ab". One side: the battle
+    # still counts, as a loss for that side whatever the vote (`forced_winner`); both: void.
+    leaked_sides = models.CharField(max_length=2, blank=True)
     voter_key = models.CharField(
         max_length=64, db_index=True, help_text="salted hash of the session"
     )
@@ -81,6 +84,13 @@ class Battle(models.Model):
 
     def __str__(self) -> str:
         return f"battle {self.id} ({self.state})"
+
+    @property
+    def forced_winner(self) -> str:
+        """The vote choice a one-sided leak imposes ("b" when A leaked); "" when none does."""
+        if len(self.leaked_sides) != 1:
+            return ""
+        return "b" if self.leaked_sides == "a" else "a"
 
 
 class Answer(models.Model):

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
-from django.db.models import F
+from django.db.models import Count, F, Q
 
-from arena.battles.models import Battle, SuggestedPrompt, TargetedRound
+from arena.battles.models import Answer, Battle, SuggestedPrompt, TargetedRound
 from arena.serving.models import Contestant
 
 DEFAULT_PROMPTS_FILE = Path(__file__).with_name("default_prompts.txt")
@@ -83,3 +83,28 @@ def identity_words() -> IdentityWords:
         names=sorted(n for n in names if n.strip()),
         configured=sorted(w for w in configured if w.strip()),
     )
+
+
+@dataclass(frozen=True)
+class LeakRate:
+    contestant: str
+    answered: int  # answers in battles both sides finished (state complete)
+    leaked: int  # of those, answers that revealed an identity
+
+    @property
+    def rate(self) -> float:
+        return self.leaked / self.answered if self.answered else 0.0
+
+
+def leak_rates() -> list[LeakRate]:
+    """Each contestant's leaks over the battles it answered, highest rate first."""
+    own_leak = Q(side="a", battle__leaked_sides__contains="a") | Q(
+        side="b", battle__leaked_sides__contains="b"
+    )
+    rows = (
+        Answer.objects.filter(battle__state=Battle.State.COMPLETE)
+        .values("contestant__display_name")
+        .annotate(answered=Count("pk"), leaked=Count("pk", filter=own_leak))
+    )
+    rates = [LeakRate(r["contestant__display_name"], r["answered"], r["leaked"]) for r in rows]
+    return sorted(rates, key=lambda r: (-r.rate, r.contestant))

@@ -212,11 +212,13 @@ class SideResult:
 @transaction.atomic
 def battle_record_answers(*, battle_id: str, results: dict[str, SideResult]) -> Battle:
     """Store both answers with their timings and style features, and settle the battle:
-    complete (votable), failed (a side errored), void if an answer names any contestant or
-    says a configured identity word."""
+    complete (votable), failed (a side errored). An answer that names any contestant or says a
+    configured identity word leaks: one leaking side loses the battle whatever the vote (the
+    voter still votes blind; the fit and the export read `Battle.forced_winner`), and a battle
+    where both sides leak is void."""
     battle = Battle.objects.select_for_update().get(pk=battle_id)
     answers = list(battle.answers.select_related("contestant"))
-    void_reason = ""
+    leaked = ""
     words = identity_words()
     for answer in answers:
         result = results[answer.side]
@@ -232,13 +234,14 @@ def battle_record_answers(*, battle_id: str, results: dict[str, SideResult]) -> 
         answer.bold_counts = features.bold
         answer.save()
         revealed = revealed_identity(result.text, names=words.names, configured=words.configured)
-        if revealed and not void_reason:
-            void_reason = f"answer {answer.side.upper()} revealed a model identity"
+        if revealed:
+            leaked += answer.side
     failed = any(results[answer.side].error for answer in answers)
     battle.state = Battle.State.FAILED if failed else Battle.State.COMPLETE
-    battle.void_reason = void_reason
+    battle.leaked_sides = "".join(sorted(leaked))
+    battle.void_reason = "both answers revealed a model identity" if len(leaked) == 2 else ""
     battle.completed_at = timezone.now()
-    battle.save(update_fields=["state", "void_reason", "completed_at"])
+    battle.save(update_fields=["state", "void_reason", "leaked_sides", "completed_at"])
     return battle
 
 
@@ -255,6 +258,7 @@ class VoteOutcome:
     counted: bool
     void_reason: str
     reveal: dict[str, str]  # side -> display name, shown only after the vote
+    leaked_side: str = ""  # the one side whose answer revealed an identity: it lost the battle
 
 
 def vote_record(*, battle_id: str, choice: str, voter_key: str, ip_hash: str) -> VoteOutcome:
@@ -291,7 +295,10 @@ def vote_record(*, battle_id: str, choice: str, voter_key: str, ip_hash: str) ->
     reveal = {
         a.side: a.contestant.display_name for a in battle.answers.select_related("contestant")
     }
-    return VoteOutcome(battle.pk, existing.choice, existing.counted, battle.void_reason, reveal)
+    leaked_side = battle.leaked_sides if battle.forced_winner else ""
+    return VoteOutcome(
+        battle.pk, existing.choice, existing.counted, battle.void_reason, reveal, leaked_side
+    )
 
 
 def _check_votable(battle: Battle) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from arena.battles.export import CHOICE_TO_WINNER, BattleRecord, SideStyle, read_battle_export
-from arena.battles.models import Answer, Vote
+from arena.battles.models import Answer, Battle, Vote
 from arena.rating import Battles
 
 
@@ -40,7 +40,7 @@ def counted_battles(*, phase: str | None = None) -> tuple[Battles | None, dateti
     if phase is not None:
         votes = votes.filter(battle__phase=phase)
     votes = votes.order_by("created_at", "battle_id").values_list(
-        "choice", "created_at", "battle_id"
+        "choice", "created_at", "battle_id", "battle__leaked_sides"
     )
     rows = list(votes)
     if not rows:
@@ -61,11 +61,12 @@ def counted_battles(*, phase: str | None = None) -> tuple[Battles | None, dateti
             [tokens, sum(headers.values()), sum(lists.values()), sum(bold.values())],
         )
     model_a, model_b, winner, style_a, style_b = [], [], [], [], []
-    for choice, _, battle_id in rows:
+    for choice, _, battle_id, leaked_sides in rows:
         a, b = sides[battle_id]["a"], sides[battle_id]["b"]
         model_a.append(a[0])
         model_b.append(b[0])
-        winner.append(CHOICE_TO_WINNER[choice])
+        forced = Battle(leaked_sides=leaked_sides).forced_winner  # a one-sided leak decides
+        winner.append(CHOICE_TO_WINNER[forced or choice])
         style_a.append(a[1])
         style_b.append(b[1])
     battles = Battles.build(

@@ -1,7 +1,9 @@
 import json
+from datetime import timedelta
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.utils import timezone
 
 from arena.battles.export import ExportFormatError, read_battle_export
 from arena.battles.models import Answer
@@ -118,3 +120,50 @@ def _style():
         "bold_count_a": side["bold"],
         "bold_count_b": side["bold"],
     }
+
+
+def _leaky_battle(texts, *, a, b, choice="a"):
+    """A battle recorded through the identity check, then voted `choice`."""
+    from arena.battles.models import Battle
+    from arena.battles.services import SideResult, battle_record_answers
+
+    battle = factories.complete_battle(a=a, b=b, state=Battle.State.GENERATING)
+    results = {
+        side: SideResult(text, "stop", "", 0.1, 0.2) for side, text in zip("ab", texts, strict=True)
+    }
+    battle = battle_record_answers(battle_id=battle.pk, results=results)
+    read_at = timezone.now() - timedelta(minutes=5)  # the voter read both answers long ago
+    Battle.objects.filter(pk=battle.pk).update(completed_at=read_at)
+    vote_record(battle_id=battle.pk, choice=choice, voter_key=factories.voter_key(), ip_hash="ip")
+    return battle
+
+
+def test_a_side_that_leaks_loses_in_the_export_and_the_fit_input(tmp_path):
+    from arena.leaderboard.inputs import counted_battles
+
+    left, right = factories.contestant("left"), factories.contestant("right")
+    leaked = _leaky_battle(("I am left, the best.", "4."), a=left, b=right, choice="a")
+    assert (leaked.leaked_sides, leaked.void_reason) == ("a", "")
+    out = tmp_path / "battles.jsonl"
+
+    call_command("battles", "export", "--out", str(out))
+
+    (record,) = read_battle_export(out, require_style=True)
+    assert record.winner == "model_b"  # the voter chose A, but A named itself
+    assert record.raw["conv_metadata"]["leaked_side"] == "a"
+    assert record.raw["conv_metadata"]["vote"] == "a"
+    battles, _ = counted_battles()
+    assert battles is not None and battles.n_battles == 1
+    assert battles.models[battles.a[0]] == "left" and battles.outcome[0] == 0.0  # B won
+
+
+def test_a_battle_where_both_sides_leak_is_void(tmp_path):
+    from arena.leaderboard.inputs import counted_battles
+
+    left, right = factories.contestant("left"), factories.contestant("right")
+    both = _leaky_battle(("I am left.", "I am right."), a=left, b=right)
+    assert both.leaked_sides == "ab" and both.void_reason
+    out = tmp_path / "battles.jsonl"
+    call_command("battles", "export", "--out", str(out))
+    assert read_battle_export(out) == []
+    assert counted_battles() == (None, None)

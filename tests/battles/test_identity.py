@@ -86,7 +86,7 @@ class TestWhoseNamesCount:
         settings.ARENA_IDENTITY_MATCH_AGENT_NAME = False
         assert "alpha" not in identity_words().names
 
-    def test_an_answer_saying_its_agents_name_voids_the_battle(self):
+    def test_an_answer_saying_its_agents_name_loses_the_battle(self):
         nominee = nominee_of("alpha")
         battle = factories.complete_battle(a=nominee, state=Battle.State.GENERATING)
         outcome = battle_record_answers(
@@ -96,9 +96,9 @@ class TestWhoseNamesCount:
                 "b": SideResult("4.", "stop", "", 0.1, 0.2),
             },
         )
-        assert outcome.void_reason == "answer A revealed a model identity"
+        assert (outcome.leaked_sides, outcome.void_reason, outcome.forced_winner) == ("a", "", "b")
 
-    def test_an_answer_naming_a_contestant_outside_the_battle_voids_it(self):
+    def test_an_answer_naming_a_contestant_outside_the_battle_loses_it(self):
         factories.contestant("Quokka-7", active=False)
         battle = factories.complete_battle(state=Battle.State.GENERATING)
         outcome = battle_record_answers(
@@ -108,7 +108,7 @@ class TestWhoseNamesCount:
                 "b": SideResult("4.", "stop", "", 0.1, 0.2),
             },
         )
-        assert outcome.void_reason == "answer A revealed a model identity"
+        assert (outcome.leaked_sides, outcome.void_reason, outcome.forced_winner) == ("a", "", "b")
 
     def test_a_contestants_own_identity_word_runs_on_like_a_configured_one(self):
         factories.contestant("Quokka-7", identity_words=["QuokkaNet"])
@@ -120,7 +120,7 @@ class TestWhoseNamesCount:
                 "b": SideResult("I am QuokkaNet2.", "stop", "", 0.1, 0.2),
             },
         )
-        assert outcome.void_reason == "answer B revealed a model identity"
+        assert (outcome.leaked_sides, outcome.void_reason, outcome.forced_winner) == ("b", "", "a")
 
 
 class TestWhatTheVoterSees:

@@ -154,21 +154,24 @@ async def test_a_script_tag_in_an_answer_arrives_escaped(scripted_llm):
     assert "&lt;script&gt;" in html
 
 
-async def test_an_answer_naming_its_model_voids_the_battle(scripted_llm):
+async def test_an_answer_naming_its_model_loses_the_battle(scripted_llm):
     await db(scripted_pair, scripted_llm, "Hi! I am alpha-model, nice to meet you.", "Hello.")
     battle = await db(new_battle)
     await run_battle(battle.pk)
     battle = await db(Battle.objects.get, pk=battle.pk)
     assert battle.state == Battle.State.COMPLETE
-    assert "revealed a model identity" in battle.void_reason
+    text_a = await db(lambda: battle.answers.get(side="a").text)
+    leaked = "a" if "alpha-model" in text_a else "b"  # the sides are drawn at random
+    assert battle.leaked_sides == leaked and battle.void_reason == ""
 
 
-async def test_a_configured_identity_word_voids_the_battle(scripted_llm, settings):
+async def test_a_configured_identity_word_said_by_both_voids_the_battle(scripted_llm, settings):
     settings.ARENA_IDENTITY_WORDS = ["Acme Labs"]
-    await db(scripted_pair, scripted_llm, "I was trained by acme-labs.", "Hello.")
+    await db(scripted_pair, scripted_llm, "I was trained by acme-labs.", "Acme Labs made me.")
     battle = await db(new_battle)
     await run_battle(battle.pk)
-    assert (await db(Battle.objects.get, pk=battle.pk)).void_reason
+    battle = await db(Battle.objects.get, pk=battle.pk)
+    assert battle.leaked_sides == "ab" and battle.void_reason
 
 
 async def test_a_failing_model_fails_the_battle_and_says_so(scripted_llm):

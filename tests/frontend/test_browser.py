@@ -131,7 +131,7 @@ def test_a_voter_battles_two_real_models_votes_and_sees_who_they_were(arena, mod
     expect(page.locator("#prompt")).to_have_value("")
 
 
-def test_a_script_in_an_answer_is_inert_and_a_self_naming_answer_voids_the_battle(
+def test_a_script_in_an_answer_is_inert_and_a_self_naming_answer_loses_the_battle(
     arena, scripted_llm, page
 ):
     hostile = (
@@ -157,7 +157,7 @@ def test_a_script_in_an_answer_is_inert_and_a_self_naming_answer_voids_the_battl
     assert body.locator("strong").inner_text() == "bold"  # markdown still rendered
 
     page.get_by_role("button", name="Tie").click()
-    expect(page.locator("#result-message")).to_contain_text("does not count")
+    expect(page.locator("#result-message")).to_contain_text("counts as a loss")
     vote = Vote.objects.get()
-    assert vote.counted is False
-    assert "revealed a model identity" in vote.battle.void_reason
+    assert vote.counted is True and vote.battle.void_reason == ""
+    assert vote.battle.leaked_sides == ("b" if hostile_side == "a" else "a")

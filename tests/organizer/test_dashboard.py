@@ -101,7 +101,8 @@ def test_staff_see_every_section_with_real_rows(staff, competition):
     assert "full SFT" in page and "ckpt-1" in page and "<strong>bold</strong>" in page
     # The leaderboard of phase 1, both fits; phase 2 has none yet.
     assert "Style-controlled" in page and "Raw" in page
-    assert page.count("tiny-instruct") == 2
+    assert page.count("tiny-instruct") == 2 + 1  # both fits, and its row of identity leaks
+    assert "Identity leaks" in page and "Leak rate" in page
     assert "No ratings for phase-2 yet" in page
     # Evaluation and audit: nothing provides a section yet.
     assert "Evaluation and audit" in page

@@ -61,3 +61,19 @@ def test_a_confirmed_violator_is_shown_with_the_base_models_results():
     assert "replaced by base" in alice_row[2]
     (gsm8k,) = [row for row in scores.rows if row[0] == "gsm8k"]
     assert gsm8k[scores.columns.index("alice-1")] == gsm8k[scores.columns.index("base")]
+
+
+def test_the_dashboard_shows_each_contestants_leak_rate():
+    from arena.battles.models import Battle
+    from frontend.organizer_sections import leak_sections
+    from tests import factories
+
+    left, right = factories.contestant("left"), factories.contestant("right")
+    for leaked in ("a", "", "", "ab"):
+        battle = factories.complete_battle(a=left, b=right)
+        Battle.objects.filter(pk=battle.pk).update(leaked_sides=leaked)
+    factories.complete_battle(a=left, b=right, state=Battle.State.FAILED)  # not answered
+
+    (section,) = leak_sections()
+    assert section.title == "Identity leaks"
+    assert section.rows == [["left", "4", "2", "50.0%"], ["right", "4", "1", "25.0%"]]
