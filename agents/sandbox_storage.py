@@ -62,6 +62,11 @@ class PlainDirectoryStorage:
         pass
 
     def remove(self, *, user: str, home: Path) -> None:
+        if _is_mountpoint(home):
+            # Made while the storage was a quota image (the setting changed since): give that
+            # back as it is, or `rm` stops at the mount and the agent cannot start afresh.
+            LoopImageStorage().remove(user=user, home=home)
+            return
         _run(["rm", "-rf", "--one-file-system", str(home)])
 
 
