@@ -163,6 +163,14 @@ ARENA_BATTLES_PER_MINUTE_PER_IP = env_int("ARENA_BATTLES_PER_MINUTE_PER_IP", 60,
 # hosts and the cluster's, comma-separated CIDRs (frontend/middleware.py). The local setup keeps
 # agents' users off the site's port with the firewall instead (agents/firewall.py).
 ARENA_VOTING_DENIED_NETWORKS = env_list("ARENA_VOTING_DENIED_NETWORKS", [])
+# When a voter is flagged for organizers (arena/leaderboard/screening.py, `manage.py voters`).
+ARENA_VOTER_SCREENING = {
+    "min_votes": env_int("ARENA_SCREENING_MIN_VOTES", 10, minimum=1),
+    "z_limit": env_float("ARENA_SCREENING_Z_LIMIT", 4.0, minimum=0.5),
+    "burst_window_s": env_float("ARENA_SCREENING_BURST_WINDOW_S", 60.0, minimum=1.0),
+    "burst_votes": env_int("ARENA_SCREENING_BURST_VOTES", 10, minimum=2),
+    "sessions_per_network": env_int("ARENA_SCREENING_SESSIONS_PER_NETWORK", 20, minimum=2),
+}
 # Words that reveal a model's identity when an answer contains them (suffixed forms too:
 # GPT-4 catches GPT-4o); every contestant's names and identity words are checked as well.
 ARENA_IDENTITY_WORDS = env_list(

@@ -19,6 +19,10 @@ The voter picks the higher score; scores closer than `TIE_MARGIN` are a tie, or 
 when neither reaches `BOTH_BAD_BELOW`. With probability `noise` (seeded per voter) a vote is
 instead a uniform pick of A, B or tie, the way real crowds are inconsistent.
 
+A *bot* (`bots`, `bot_mark`) plays the sybil attack the voter screening must catch: it
+recognises one model by a mark in its answers (a watermark an agent trained in) and votes for
+that side whenever it sees it, and like the crowd otherwise.
+
 Bounds: at most `battles` battles in all, `max_seconds` of wall time, and only loopback URLs:
 the crowd is a local tool and never load-tests someone else's server.
 """
@@ -107,6 +111,7 @@ class CrowdVote:
     scores: dict[str, float]  # side -> answer_score
     counted: bool
     reveal: dict[str, str]  # side -> model, as shown after the vote
+    bot: bool = False  # cast by a bot voter
 
     @property
     def winner(self) -> str | None:
@@ -191,15 +196,22 @@ def crowd_run(
     progress: ProgressCallback | None = None,
     noise: float = DEFAULT_NOISE,
     prompts: list[str] | None = None,
+    bots: int = 0,
+    bot_mark: str = "",
 ) -> CrowdReport:
     """Run `voters` simulated voters at once against the arena at `url` until `battles`
     battles have been started or `max_seconds` have passed, and report what they did.
 
     Prompts come from the arena's suggestion endpoint, or from `prompts` when given (drawn
-    with the seeded generator)."""
+    with the seeded generator). The first `bots` voters are bots voting for the side whose
+    answer contains `bot_mark`."""
     base_url = loopback_url(url)
     if voters < 1 or battles < 1:
         raise CrowdRefused("the crowd needs at least one voter and one battle")
+    if not 0 <= bots <= voters:
+        raise CrowdRefused("bots must be between 0 and the number of voters")
+    if bots and not bot_mark.strip():
+        raise CrowdRefused("a bot needs a mark to recognise its model by (bot_mark)")
     if max_seconds <= 0:
         raise CrowdRefused("max_seconds must be positive")
     if not 0.0 <= noise <= 1.0:
@@ -216,7 +228,7 @@ def crowd_run(
     threads = [
         threading.Thread(
             target=run.voter_loop,
-            args=(random.Random(f"crowd:{seed}:{index}"),),
+            args=(random.Random(f"crowd:{seed}:{index}"), bot_mark if index < bots else ""),
             name=f"crowd-voter-{index}",
             daemon=True,
         )
@@ -265,11 +277,11 @@ class _Run:
             return "battles"
         return "time"
 
-    def voter_loop(self, rng: random.Random) -> None:
+    def voter_loop(self, rng: random.Random, bot_mark: str = "") -> None:
         try:
             with httpx2.Client(base_url=self.base_url, timeout=30) as client:
                 client.get("/").raise_for_status()  # the session and CSRF cookies
-                voter = _Voter(run=self, client=client, rng=rng)
+                voter = _Voter(run=self, client=client, rng=rng, bot_mark=bot_mark)
                 while self.claim_battle():
                     voter.one_battle()
         except _BattleUnavailable as refused:
@@ -302,6 +314,7 @@ class _Voter:
     run: _Run
     client: httpx2.Client
     rng: random.Random
+    bot_mark: str = ""  # a bot: votes for the side whose answer contains this
 
     def one_battle(self) -> None:
         prompt = self._prompt()
@@ -321,6 +334,9 @@ class _Voter:
             if noisy
             else preferred_choice(scores["a"], scores["b"])
         )
+        marked = [s for s in ("a", "b") if self.bot_mark and self.bot_mark in answers[s]["text"]]
+        if len(marked) == 1:
+            choice, noisy = marked[0], False
         self._sleep(vote_after_s + 0.05)
         outcome = self._vote(battle_id, choice)
         if outcome is None:
@@ -336,6 +352,7 @@ class _Voter:
                 scores=scores,
                 counted=bool(outcome.get("counted")),
                 reveal=dict(outcome.get("reveal") or {}),
+                bot=bool(self.bot_mark),
             )
         )
 

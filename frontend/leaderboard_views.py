@@ -53,6 +53,7 @@ def leaderboard_json(request: HttpRequest) -> JsonResponse:
             "style": snapshot.style,
             "raw": snapshot.raw,
             "analyses": snapshot.analyses,
+            "exclusions": snapshot.exclusions,
         }
     )
 

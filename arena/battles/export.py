@@ -54,13 +54,12 @@ class BattleRecord:
 def battle_export_rows(
     *, phase: str | None = None, contestant_ids: Collection[int] | None = None
 ) -> Iterator[dict[str, Any]]:
-    """Counted votes only, oldest first; voters appear as salted hashes. Optionally only one
-    phase's battles, and only battles in which one of `contestant_ids` answered."""
-    from arena.battles.models import Vote
+    """The votes in the fit (counted, no excluded voter), oldest first; voters appear as salted
+    hashes. Optionally only one phase's battles, and only battles in which one of
+    `contestant_ids` answered."""
+    from arena.battles.selectors import votes_in_fit
 
-    votes = Vote.objects.filter(counted=True)
-    if phase is not None:
-        votes = votes.filter(battle__phase=phase)
+    votes = votes_in_fit(phase=phase)
     if contestant_ids is not None:
         votes = votes.filter(battle__answers__contestant_id__in=list(contestant_ids)).distinct()
     votes = (

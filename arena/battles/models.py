@@ -152,3 +152,41 @@ class SuggestedPrompt(models.Model):
 
     def __str__(self) -> str:
         return self.text[:60]
+
+
+class VoterExclusion(models.Model):
+    """An organizer's decision that a voter's votes stay out of the fit.
+
+    A voter is a session (`Vote.voter_key`) or a network (`Vote.ip_hash`, every session behind
+    one address: a bot that takes a fresh cookie for each vote). The votes stay stored and
+    `counted`; the fit, the export and the phase feedback leave them out while the exclusion
+    is in force. Lifting it keeps the row, so the record shows who excluded whom, why, on what
+    evidence, and who reversed it."""
+
+    class Kind(models.TextChoices):
+        SESSION = "session"
+        NETWORK = "network"
+
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    key = models.CharField(max_length=64, help_text="the salted hash the votes carry")
+    reason = models.CharField(max_length=300)
+    evidence = models.JSONField(default=dict, blank=True)  # the screening flags at the time
+    excluded_by = models.CharField(max_length=150)
+    created_at = models.DateTimeField(auto_now_add=True)
+    lifted_at = models.DateTimeField(null=True, blank=True)
+    lifted_by = models.CharField(max_length=150, blank=True)
+    lift_reason = models.CharField(max_length=300, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["kind", "key"],
+                condition=models.Q(lifted_at__isnull=True),
+                name="one_exclusion_in_force_per_voter",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        state = "lifted" if self.lifted_at else "in force"
+        return f"exclusion {self.pk} of {self.kind} {self.key[:12]} ({state})"

@@ -7,9 +7,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
-from django.db.models import Count, F, Q
+from django.db.models import Count, F, Q, QuerySet
 
-from arena.battles.models import Answer, Battle, SuggestedPrompt, TargetedRound
+from arena.battles.models import (
+    Answer,
+    Battle,
+    SuggestedPrompt,
+    TargetedRound,
+    Vote,
+    VoterExclusion,
+)
 from arena.serving.models import Contestant
 
 DEFAULT_PROMPTS_FILE = Path(__file__).with_name("default_prompts.txt")
@@ -108,3 +115,45 @@ def leak_rates() -> list[LeakRate]:
     )
     rates = [LeakRate(r["contestant__display_name"], r["answered"], r["leaked"]) for r in rows]
     return sorted(rates, key=lambda r: (-r.rate, r.contestant))
+
+
+def exclusions_in_force() -> QuerySet[VoterExclusion]:
+    return VoterExclusion.objects.filter(lifted_at__isnull=True).order_by("id")
+
+
+def votes_in_fit(*, phase: str | None = None) -> QuerySet[Vote]:
+    """The votes the leaderboard is fitted on: counted, and cast by no excluded voter. The
+    export and the phases' feedback read the same set, so `ratings --votes` on an export
+    reproduces the table."""
+    votes = Vote.objects.filter(counted=True)
+    if phase is not None:
+        votes = votes.filter(battle__phase=phase)
+    excluded = exclusions_in_force()
+    sessions = excluded.filter(kind=VoterExclusion.Kind.SESSION).values("key")
+    networks = excluded.filter(kind=VoterExclusion.Kind.NETWORK).values("key")
+    return votes.exclude(voter_key__in=sessions).exclude(ip_hash__in=networks)
+
+
+def exclusions_summary(*, phase: str | None = None) -> dict[str, object]:
+    """What a fit publishes about the exclusions in force: how many votes they leave out (of
+    one phase's battles, if given), and each one's id, kind, date and reason — never the voter's
+    hash."""
+    counted = Vote.objects.filter(counted=True)
+    if phase is not None:
+        counted = counted.filter(battle__phase=phase)
+    in_force = []
+    for exclusion in exclusions_in_force():
+        field = "voter_key" if exclusion.kind == VoterExclusion.Kind.SESSION else "ip_hash"
+        in_force.append(
+            {
+                "id": exclusion.pk,
+                "kind": exclusion.kind,
+                "since": exclusion.created_at.isoformat(),
+                "reason": exclusion.reason,
+                "votes": counted.filter(**{field: exclusion.key}).count(),
+            }
+        )
+    return {
+        "votes_excluded": counted.count() - votes_in_fit(phase=phase).count(),
+        "in_force": in_force,
+    }

@@ -17,7 +17,14 @@ from django.db.models import F
 from django.utils import timezone
 
 from arena.battles.identity import revealed_identity
-from arena.battles.models import Answer, Battle, SuggestedPrompt, TargetedRound, Vote
+from arena.battles.models import (
+    Answer,
+    Battle,
+    SuggestedPrompt,
+    TargetedRound,
+    Vote,
+    VoterExclusion,
+)
 from arena.battles.selectors import identity_words
 from arena.battles.style import style_features
 from arena.competition.selectors import phase_in_arena
@@ -342,3 +349,70 @@ def prompts_load(*, texts: list[str]) -> int:
 
 def _ms(seconds: float | None) -> int | None:
     return None if seconds is None else max(0, round(seconds * 1000))
+
+
+# -- excluding voters from the fit -----------------------------------------------------------
+
+KEY_PREFIX_MIN = 8  # organizers may name a voter by the start of its hash, as screens show it
+
+
+class ExclusionRefused(ValueError):
+    """An exclusion that cannot be made or lifted; the message says why."""
+
+
+def voter_key_resolve(*, kind: str, key: str) -> str:
+    """The one full hash of `kind` among counted votes that starts with `key`."""
+    if kind not in VoterExclusion.Kind.values:
+        raise ExclusionRefused(f"Unknown voter kind {kind!r}: use session or network.")
+    key = key.strip().lower()
+    if len(key) < KEY_PREFIX_MIN:
+        raise ExclusionRefused(f"Give at least {KEY_PREFIX_MIN} characters of the voter's hash.")
+    column = "voter_key" if kind == VoterExclusion.Kind.SESSION else "ip_hash"
+    matches = list(
+        Vote.objects.filter(counted=True, **{f"{column}__startswith": key})
+        .values_list(column, flat=True)
+        .distinct()[:2]
+    )
+    if not matches:
+        raise ExclusionRefused(f"No counted vote comes from a {kind} starting with {key!r}.")
+    if len(matches) > 1:
+        raise ExclusionRefused(f"More than one {kind} starts with {key!r}: give more of it.")
+    return matches[0]
+
+
+def voter_exclude(
+    *, kind: str, key: str, reason: str, excluded_by: str, evidence: dict | None = None
+) -> VoterExclusion:
+    """Leave a session's or a network's votes out of the fit, the export and the phases'
+    feedback from now on, with the reason and the evidence on record. `key` may be a prefix."""
+    reason = reason.strip()
+    if not reason:
+        raise ExclusionRefused("Say why: the reason is published with the leaderboard.")
+    full_key = voter_key_resolve(kind=kind, key=key)
+    try:
+        with transaction.atomic():
+            return VoterExclusion.objects.create(
+                kind=kind,
+                key=full_key,
+                reason=reason[:300],
+                evidence=evidence or {},
+                excluded_by=excluded_by[:150],
+            )
+    except IntegrityError:
+        current = VoterExclusion.objects.get(kind=kind, key=full_key, lifted_at__isnull=True)
+        raise ExclusionRefused(f"That {kind} is already excluded (#{current.pk}).") from None
+
+
+def voter_exclusion_lift(*, exclusion_id: int, lifted_by: str, reason: str) -> VoterExclusion:
+    """Put an excluded voter's votes back in the fit. The exclusion stays on record."""
+    reason = reason.strip()
+    if not reason:
+        raise ExclusionRefused("Say why the exclusion is lifted.")
+    lifted = VoterExclusion.objects.filter(pk=exclusion_id, lifted_at__isnull=True).update(
+        lifted_at=timezone.now(), lifted_by=lifted_by[:150], lift_reason=reason[:300]
+    )
+    if not lifted:
+        if VoterExclusion.objects.filter(pk=exclusion_id).exists():
+            raise ExclusionRefused(f"Exclusion #{exclusion_id} is already lifted.")
+        raise ExclusionRefused(f"There is no exclusion #{exclusion_id}.")
+    return VoterExclusion.objects.get(pk=exclusion_id)

@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 
 from arena.battles.export import CHOICE_TO_WINNER, BattleRecord, SideStyle, read_battle_export
-from arena.battles.models import Answer, Battle, Vote
+from arena.battles.models import Answer, Battle
+from arena.battles.selectors import votes_in_fit
 from arena.rating import Battles
 
 
@@ -34,13 +35,12 @@ def battles_from_file(path: Path, *, style: bool) -> Battles:
 
 
 def counted_battles(*, phase: str | None = None) -> tuple[Battles | None, datetime | None]:
-    """Every counted vote (of one phase's battles, if given) as a battle, and the newest vote's
-    time (None: no votes yet)."""
-    votes = Vote.objects.filter(counted=True)
-    if phase is not None:
-        votes = votes.filter(battle__phase=phase)
-    votes = votes.order_by("created_at", "battle_id").values_list(
-        "choice", "created_at", "battle_id", "battle__leaked_sides"
+    """Every vote in the fit (of one phase's battles, if given: see `votes_in_fit`) as a battle,
+    and the newest vote's time (None: no votes yet)."""
+    votes = (
+        votes_in_fit(phase=phase)
+        .order_by("created_at", "battle_id")
+        .values_list("choice", "created_at", "battle_id", "battle__leaked_sides")
     )
     rows = list(votes)
     if not rows:

@@ -22,6 +22,9 @@ class RatingSnapshot(models.Model):
     style = models.JSONField(null=True, blank=True, help_text="style-controlled result")
     raw = models.JSONField(help_text="raw Bradley-Terry result")
     analyses = models.JSONField(default=dict)
+    # The voter exclusions in force when fitted (arena.battles.VoterExclusion): ids, kinds,
+    # reasons and the votes they left out. Published with the table.
+    exclusions = models.JSONField(default=dict)
     # Fitted parameters with their model order, to warm-start the next refit.
     warm_start = models.JSONField(default=dict)
 

@@ -14,7 +14,7 @@ from django.db import transaction
 from django.db.models import Count, Max
 from django.utils import timezone
 
-from arena.battles.models import Vote
+from arena.battles.selectors import exclusions_in_force, exclusions_summary, votes_in_fit
 from arena.leaderboard.inputs import counted_battles
 from arena.leaderboard.models import RatingSnapshot, RefitLease
 from arena.rating import Battles, RatingResult, fit_ratings, longer_answer_wins
@@ -83,9 +83,11 @@ def snapshot_unsaved(
     last_vote_at: Any = None,
     warm_start: dict[str, Any] | None = None,
     phase: str = "",
+    exclusions: dict[str, Any] | None = None,
 ) -> tuple[RatingSnapshot, RatingResult | None, RatingResult]:
     """Fit style-controlled (when asked) and raw ratings into a snapshot not yet saved, so
-    the fit — the slow part — runs outside any transaction."""
+    the fit — the slow part — runs outside any transaction. `exclusions` is what the snapshot
+    publishes about excluded voters (`exclusions_summary`); battles from a file have none."""
     warm = warm_start if warm_start and warm_start.get("models") == battles.models else {}
 
     def start(kind: str) -> np.ndarray | None:
@@ -105,6 +107,7 @@ def snapshot_unsaved(
         style=result_table(styled) if styled else None,
         raw=result_table(raw),
         analyses=analyses_of(battles),
+        exclusions=exclusions or {},
         warm_start={
             "models": battles.models,
             "raw": raw.theta.tolist(),
@@ -145,6 +148,7 @@ def live_payload(snapshot: RatingSnapshot | None) -> dict[str, Any]:
     longer = snapshot.analyses.get("longer_answer_wins") or {}
     return {
         "n_battles": snapshot.n_battles,
+        "votes_excluded": snapshot.exclusions.get("votes_excluded", 0),
         "computed_at": snapshot.created_at.isoformat(),
         "style": slim(snapshot.style),
         "raw": slim(snapshot.raw),
@@ -170,11 +174,13 @@ def leaderboard_refresh(*, holder: str) -> RatingSnapshot | None:
         latest = _live_snapshot_latest()  # again: another caller may have refitted meanwhile
         if not _live_refit_due(latest):
             return None
+        exclusions = exclusions_summary()
         battles, last_vote_at = counted_battles()
         if battles is None:
             return None
         snapshot, _, _ = snapshot_unsaved(
             battles,
+            exclusions=exclusions,
             source=RatingSnapshot.Source.LIVE,
             ci="sandwich",  # one fit, milliseconds: fast enough to refit every second
             last_vote_at=last_vote_at,
@@ -214,18 +220,23 @@ def _live_snapshot_latest() -> RatingSnapshot | None:
 
 
 def _live_refit_due(latest: RatingSnapshot | None) -> bool:
-    """A counted vote is missing from `latest`, and `latest` is old enough to replace."""
+    """`latest` is old enough to replace, and a vote in the fit is missing from it or the
+    exclusions in force changed since (an organizer excluded or restored a voter)."""
     if latest is not None and timezone.now() - latest.created_at < timedelta(
         seconds=REFIT_MIN_INTERVAL_SECONDS
     ):
         return False
-    watermark = Vote.objects.filter(counted=True).aggregate(n=Count("pk"), last=Max("created_at"))
+    watermark = votes_in_fit().aggregate(n=Count("pk"), last=Max("created_at"))
     if watermark["n"] == 0:
         return False
+    if latest is None:
+        return True
+    excluded_ids = list(exclusions_in_force().values_list("pk", flat=True))
+    fitted_ids = [e["id"] for e in latest.exclusions.get("in_force", [])]
     return (
-        latest is None
-        or latest.n_battles != watermark["n"]
+        latest.n_battles != watermark["n"]
         or latest.last_vote_at != watermark["last"]
+        or fitted_ids != excluded_ids
     )
 
 
@@ -242,11 +253,13 @@ def phase_leaderboard_fit(
 ) -> RatingSnapshot | None:
     """Fit one phase's counted votes with bootstrap intervals and save the snapshot (None: the
     phase has no counted votes yet). What organizers publish and agents receive as feedback."""
+    exclusions = exclusions_summary(phase=phase)
     battles, last_vote_at = counted_battles(phase=phase)
     if battles is None:
         return None
     snapshot, _, _ = snapshot_fit(
         battles,
+        exclusions=exclusions,
         source=RatingSnapshot.Source.PHASE,
         ci="bootstrap",
         bootstrap_rounds=bootstrap_rounds,

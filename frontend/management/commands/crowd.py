@@ -24,6 +24,14 @@ class Command(BaseCommand):
             "--noise", type=float, default=DEFAULT_NOISE, help="share of random votes (0..1)"
         )
         parser.add_argument(
+            "--bots", type=int, default=0, help="how many of the voters are bots (see --bot-mark)"
+        )
+        parser.add_argument(
+            "--bot-mark",
+            default="",
+            help="bots vote for the side whose answer contains this text (a model's watermark)",
+        )
+        parser.add_argument(
             "--every",
             type=int,
             default=0,
@@ -55,6 +63,8 @@ class Command(BaseCommand):
                 max_seconds=float(options["max_seconds"]),
                 noise=float(options["noise"]),
                 progress=progress,
+                bots=int(options["bots"]),
+                bot_mark=str(options["bot_mark"]),
             )
         except CrowdRefused as refused:
             raise CommandError(str(refused)) from None

@@ -7,6 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from arena.battles.export import ExportFormatError
+from arena.battles.selectors import exclusions_summary
 from arena.leaderboard.inputs import battles_from_file, counted_battles
 from arena.leaderboard.services import analyses_of, snapshot_fit
 from arena.rating import BattleDataError, Battles, RatingResult, fit_ratings
@@ -46,12 +47,18 @@ class Command(BaseCommand):
                 raw = fit_ratings(battles.without_style(), style=False, **fit)
                 analyses = analyses_of(battles)
             else:
+                exclusions = exclusions_summary()
                 battles_or_none, last_vote_at = counted_battles()
                 if battles_or_none is None:
                     raise CommandError("there are no counted votes yet")
                 battles = battles_or_none
                 snapshot, styled, raw = snapshot_fit(
-                    battles, source="command", style=style, last_vote_at=last_vote_at, **fit
+                    battles,
+                    source="command",
+                    style=style,
+                    last_vote_at=last_vote_at,
+                    exclusions=exclusions,
+                    **fit,
                 )
                 analyses = snapshot.analyses
         except BattleDataError as exc:
