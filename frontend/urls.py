@@ -1,6 +1,6 @@
 from django.urls import path
 
-from frontend import leaderboard_views, organizer_views, views
+from frontend import leaderboard_views, organizer_views, organizer_voters, views
 
 urlpatterns = [
     path("", views.arena_page, name="arena"),
@@ -17,4 +17,5 @@ urlpatterns = [
     ),
     path("api/leaderboard", leaderboard_views.leaderboard_json, name="leaderboard-json"),
     path("organizer/", organizer_views.dashboard, name="organizer"),
+    path("organizer/voters/", organizer_voters.voters_page, name="organizer-voters"),
 ]

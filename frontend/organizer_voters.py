@@ -1,0 +1,86 @@
+"""The organizer's voter screening: flagged sessions and networks with their evidence, and the
+exclusions — made, shown and lifted here (`/organizer/voters/`) or with `manage.py voters`."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods
+
+from arena.battles.models import VoterExclusion
+from arena.battles.services import ExclusionRefused, voter_exclude, voter_exclusion_lift
+from arena.leaderboard.screening import voter_screening
+from frontend.organizer import OrganizerSection
+from frontend.organizer_views import staff_only
+
+SHOWN_KEY = 12
+
+
+def voter_sections() -> list[OrganizerSection]:
+    """The dashboard's summary: each flagged voter and its signals (details on the page)."""
+    flagged = voter_screening()
+    rows = [
+        [
+            f.kind,
+            f.key[:SHOWN_KEY],
+            str(f.votes),
+            "; ".join(f"{s.name}: {s.detail}" for s in f.signals),
+            f"excluded (#{f.exclusion_id})" if f.exclusion_id else "counted",
+        ]
+        for f in flagged
+    ]
+    note = (
+        "Voters whose votes do not look like people's (see /organizer/voters/ to exclude one "
+        "from the fit, or `manage.py voters`)."
+        if rows
+        else "No voter is flagged."
+    )
+    return [
+        OrganizerSection(
+            title="Flagged voters",
+            columns=["Kind", "Voter", "Votes", "Evidence", "Status"],
+            rows=rows,
+            note=note,
+        )
+    ]
+
+
+@require_http_methods(["GET", "POST"])
+@staff_only
+def voters_page(request: HttpRequest) -> HttpResponse:
+    if request.method == "POST":
+        who = request.user.get_username() or "staff"
+        try:
+            if request.POST.get("action") == "exclude":
+                kind, key = request.POST.get("kind", ""), request.POST.get("key", "")
+                flag = next((f for f in voter_screening() if f.kind == kind and f.key == key), None)
+                exclusion = voter_exclude(
+                    kind=kind,
+                    key=key,
+                    reason=request.POST.get("reason", ""),
+                    excluded_by=who,
+                    evidence=flag.evidence if flag else {"flagged": False},
+                )
+                messages.success(request, f"Excluded as #{exclusion.pk}.")
+            elif request.POST.get("action") == "lift":
+                lifted = voter_exclusion_lift(
+                    exclusion_id=int(request.POST.get("exclusion", "0") or 0),
+                    lifted_by=who,
+                    reason=request.POST.get("reason", ""),
+                )
+                messages.success(request, f"Lifted exclusion #{lifted.pk}.")
+            else:
+                messages.error(request, "Unknown action.")
+        except (ExclusionRefused, ValueError) as refused:
+            messages.error(request, str(refused))
+        return redirect("organizer-voters")
+    return render(
+        request,
+        "organizer/voters.html",
+        {
+            "flagged": voter_screening(),
+            "exclusions": VoterExclusion.objects.order_by("-id")[:200],
+            "shown_key": SHOWN_KEY,
+        },
+    )
