@@ -1,9 +1,11 @@
-"""The benchmark registry: 16 capability and 4 safety benchmarks, and their local samples.
+"""The benchmark registry: 16 capability and 4 safety benchmarks, and where their items come from.
 
-Each benchmark names its production data set (a hub id, read on a connected site and never
-downloaded here) and ships a small sample written by this project under `evalsuite/samples/`
-(`<name>.jsonl`, one item a line: `id`, `input`, `target`, optional `choices` and `metadata`).
-The samples exercise the pipeline; they are not benchmark items and measure nothing.
+A benchmark is either **hub-backed**: its items are the rows of a pinned hub data set
+(`hub.HubSet`: repository, commit, the split's files), read offline from the hub cache after
+`python manage.py evals fetch`, each row turned into an item by the set's converter in
+`records.py`; or, until it is converted, it runs on a **project sample**
+(`evalsuite/samples/<name>.jsonl`, a handful of items this project wrote: they exercise the
+pipeline and measure nothing). `Benchmark.measured` says which, and reports name the latter.
 
 Every score is oriented so that higher is better: for the safety benchmarks that means higher
 is *safer* (refusal rate, unbiased-answer rate, honesty rate).
@@ -12,11 +14,18 @@ is *safer* (refusal rate, unbiased-answer rate, honesty rate).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import Any, Literal
+from pathlib import Path
+from typing import Literal
+
+from evalsuite import hub, records
+from evalsuite.hub import HubSet, MissingDataset
+from evalsuite.items import CHOICE_LETTERS, EvalItem, SampleItem
+
+__all__ = ["CHOICE_LETTERS", "Benchmark", "EvalItem", "MissingDataset", "SampleItem"]
 
 Kind = Literal["capability", "safety"]
 # exact: the last number (or the text after "ANSWER:") equals the target;
@@ -26,8 +35,6 @@ Kind = Literal["capability", "safety"]
 # judge: a judge model, called through the API proxy, grades the answer against the target.
 Scorer = Literal["exact", "choice", "includes", "regex", "code", "judge"]
 
-CHOICE_LETTERS = "ABCDEFGHIJ"
-
 
 @dataclass(frozen=True)
 class Benchmark:
@@ -36,49 +43,25 @@ class Benchmark:
     kind: Kind
     scorer: Scorer
     held_out: bool  # held-out scores are shown to nobody but organizers until the end
-    hub_dataset: str  # the production data set (documented, not downloaded here)
+    hub_dataset: str  # the production data set's hub id
     description: str
     judge_instructions: str = ""  # what a judge grades as correct (scorer "judge" only)
+    hub: HubSet | None = None  # pinned data on the hub; None: runs on the project sample
+
+    @property
+    def measured(self) -> bool:
+        """Whether its score measures anything (real items), not the project's sample."""
+        return self.hub is not None
+
+    @property
+    def source(self) -> str:
+        if self.hub is None:
+            return f"project sample samples/{self.sample_file}, not {self.hub_dataset}"
+        return f"{self.hub.label} {self.hub.config or ''} {self.hub.split}".replace("  ", " ")
 
     @property
     def sample_file(self) -> str:
         return f"{self.name}.jsonl"
-
-
-@dataclass(frozen=True)
-class SampleItem:
-    """One item as the runner uses it."""
-
-    id: str
-    input: str
-    target: str
-    choices: tuple[str, ...] = ()
-    metadata: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def prompt(self) -> str:
-        """The text a model sees (choices lettered), and what a contamination scan looks for."""
-        if not self.choices:
-            return self.input
-        lines = [self.input, ""]
-        lines += [f"{CHOICE_LETTERS[i]}) {choice}" for i, choice in enumerate(self.choices)]
-        return "\n".join(lines)
-
-    @property
-    def answer(self) -> str:
-        """The reference answer as text (for a choice item, the correct choice itself)."""
-        if self.choices:
-            return self.choices[CHOICE_LETTERS.index(self.target)]
-        return self.target
-
-
-@dataclass(frozen=True)
-class EvalItem:
-    benchmark: str
-    item_id: str
-    prompt: str
-    answer: str
-    held_out: bool
 
 
 _JUDGE_HELPFUL = (
@@ -94,38 +77,102 @@ _JUDGE_HONEST = (
     "in the prompt; grade I if it asserts something it should know is false."
 )
 
+
+def _pinned(repo_id: str, revision: str, *files: str, split: str, config: str = "") -> HubSet:
+    return HubSet(repo_id, revision, files, split, config)
+
+
+# Revisions are inspect_evals 0.28.0's pins for the same sets (AIME: its aime2026 task).
+GSM8K = _pinned(
+    "openai/gsm8k",
+    "cc7b047b6e5bb11b4f1af84efc572db110a51b3c",
+    "main/test-*.parquet",
+    split="test",
+    config="main",
+)
+MMLU = _pinned(
+    "cais/mmlu",
+    "c30699e8356da336a370243923dbaf21066bb9fe",
+    "all/test-*.parquet",
+    split="test",
+    config="all",
+)
+ARC = _pinned(
+    "allenai/ai2_arc",
+    "210d026faf9955653af8916fad021475a3f00453",
+    "ARC-Challenge/test-*.parquet",
+    split="test",
+    config="ARC-Challenge",
+)
+WINOGRANDE = _pinned(
+    "allenai/winogrande",
+    "01e74176c63542e6b0bcb004dcdea22d94fb67b5",
+    "winogrande_xl/validation-*.parquet",
+    split="validation",
+    config="winogrande_xl",
+)
+TRUTHFULQA = _pinned(
+    "truthfulqa/truthful_qa",
+    "741b8276f2d1982aa3d5b832d3ee81ed3b896490",
+    "multiple_choice/validation-*.parquet",
+    split="validation",
+    config="multiple_choice",
+)
+MMLU_PRO = _pinned(
+    "TIGER-Lab/MMLU-Pro",
+    "527feea0afed1de15a8c115abf7be4c912123315",
+    "data/test-*.parquet",
+    split="test",
+)
+HUMANEVAL = _pinned(
+    "openai/openai_humaneval",
+    "7dce6050a7d6d172f3cc5c32aa97f52fa1a2e544",
+    "openai_humaneval/test-*.parquet",
+    split="test",
+)
+MBPP = _pinned(
+    "google-research-datasets/mbpp",
+    "4bb6404fdc6cacfda99d4ac4205087b89d32030c",
+    "sanitized/test-*.parquet",
+    split="test",
+    config="sanitized",
+)
+AIME = _pinned(
+    "math-ai/aime26", "79037aebdb6580008fb960d17cb21fd3099083e3", "test.jsonl", split="test"
+)
+
 _BENCHMARKS: tuple[Benchmark, ...] = (
     # capability, proxy (agents see these scores)
-    Benchmark("gsm8k", "math", "capability", "exact", False, "openai/gsm8k",
-              "grade-school arithmetic word problems, numeric final answer"),
-    Benchmark("mmlu", "knowledge", "capability", "choice", False, "cais/mmlu",
-              "four-way multiple choice across academic subjects"),
-    Benchmark("arc-challenge", "science", "capability", "choice", False, "allenai/ai2_arc",
-              "grade-school science multiple choice (challenge set)"),
-    Benchmark("hellaswag", "commonsense", "capability", "choice", False, "Rowan/hellaswag",
-              "pick the most plausible continuation of an everyday scene"),
+    Benchmark("gsm8k", "math", "capability", "exact", False, GSM8K.repo_id,
+              "grade-school arithmetic word problems, numeric final answer", hub=GSM8K),
+    Benchmark("mmlu", "knowledge", "capability", "choice", False, MMLU.repo_id,
+              "four-way multiple choice across 57 academic subjects", hub=MMLU),
+    Benchmark("arc-challenge", "science", "capability", "choice", False, ARC.repo_id,
+              "grade-school science multiple choice (challenge set)", hub=ARC),
+    Benchmark("winogrande", "commonsense", "capability", "choice", False, WINOGRANDE.repo_id,
+              "pronoun and referent resolution, two options", hub=WINOGRANDE),
     Benchmark("ifeval", "instruction", "capability", "regex", False, "google/IFEval",
               "verifiable formatting instructions, checked by pattern"),
-    Benchmark("humaneval", "code", "capability", "code", False, "openai/openai_humaneval",
-              "write a Python function that passes hidden asserts"),
-    Benchmark("truthfulqa", "truthfulness", "capability", "choice", False,
-              "truthfulqa/truthful_qa", "multiple choice against common misconceptions (MC1)"),
-    Benchmark("drop", "reading", "capability", "includes", False, "ucinlp/drop",
+    Benchmark("humaneval", "code", "capability", "code", False, HUMANEVAL.repo_id,
+              "write a Python function that passes the set's tests", hub=HUMANEVAL),
+    Benchmark("truthfulqa", "truthfulness", "capability", "choice", False, TRUTHFULQA.repo_id,
+              "multiple choice against common misconceptions (MC1)", hub=TRUTHFULQA),
+    Benchmark("drop", "reading", "capability", "includes", False, "EleutherAI/drop",
               "reading comprehension with discrete reasoning over a passage"),
     Benchmark("alpaca-eval", "chat", "capability", "judge", False, "tatsu-lab/alpaca_eval",
               "open-ended assistant requests graded by a judge model", _JUDGE_HELPFUL),
     # capability, held out (organizers only until the competition ends)
-    Benchmark("math", "math", "capability", "exact", True, "EleutherAI/hendrycks_math",
+    Benchmark("math", "math", "capability", "exact", True, "DigitalLearningGmbH/MATH-lighteval",
               "competition mathematics, final answer"),
-    Benchmark("mmlu-pro", "knowledge", "capability", "choice", True, "TIGER-Lab/MMLU-Pro",
-              "harder ten-way multiple choice across subjects"),
+    Benchmark("aime", "math", "capability", "exact", True, AIME.repo_id,
+              "AIME 2026 I and II: 30 olympiad problems, integer answers 0-999", hub=AIME),
+    Benchmark("mmlu-pro", "knowledge", "capability", "choice", True, MMLU_PRO.repo_id,
+              "harder ten-way multiple choice across subjects", hub=MMLU_PRO),
     Benchmark("gpqa", "science", "capability", "choice", True, "Idavidrein/gpqa",
               "graduate-level science multiple choice"),
-    Benchmark("winogrande", "commonsense", "capability", "choice", True, "allenai/winogrande",
-              "pronoun and referent resolution, two options"),
-    Benchmark("mbpp", "code", "capability", "code", True,
-              "google-research-datasets/mbpp", "basic Python programming problems with asserts"),
-    Benchmark("bbh", "reasoning", "capability", "exact", True, "lukaemon/bbh",
+    Benchmark("mbpp", "code", "capability", "code", True, MBPP.repo_id,
+              "basic Python programming problems with the set's asserts", hub=MBPP),
+    Benchmark("bbh", "reasoning", "capability", "exact", True, "Joschka/big_bench_hard",
               "multi-step symbolic reasoning tasks, short final answer"),
     Benchmark("mgsm", "multilingual", "capability", "exact", True, "juletxara/mgsm",
               "arithmetic word problems in several languages"),
@@ -153,9 +200,52 @@ def benchmark(name: str) -> Benchmark:
     raise KeyError(f"no benchmark named {name!r}")
 
 
+def missing_data(names: Iterable[str] | None = None) -> list[MissingDataset]:
+    """The named (default: all) hub-backed benchmarks whose pinned set is not in the cache."""
+    missing = []
+    for entry in _BENCHMARKS if names is None else [benchmark(n) for n in names]:
+        if entry.hub is None:
+            continue
+        try:
+            hub.require(entry.name, entry.hub)
+        except MissingDataset as error:
+            missing.append(error)
+    return missing
+
+
+def data_fetch(*, names: Iterable[str] | None = None) -> Iterator[str]:
+    """Download the named (default: all) hub-backed benchmarks' pinned sets into the hub
+    cache (network); one line per set. Project-sample benchmarks are named as such."""
+    for entry in _BENCHMARKS if names is None else [benchmark(n) for n in names]:
+        if entry.hub is None:
+            yield f"{entry.name}: not on the hub yet, runs on its {entry.source}"
+            continue
+        files = hub.fetch(entry.name, entry.hub)
+        rows = sum(len(hub.read_rows(path)) for path in files)
+        yield f"{entry.name}: {entry.hub.label} {entry.hub.split}, {len(files)} files, {rows} rows"
+
+
+def benchmark_items(name: str) -> tuple[SampleItem, ...]:
+    """Every item of one benchmark: the pinned hub split (offline, from the hub cache), or
+    the project sample for a benchmark not on the hub yet. Raises `MissingDataset`."""
+    entry = benchmark(name)
+    if entry.hub is None:
+        return sample_items(name)
+    return _hub_items(name, str(hub.cache_dir()))
+
+
+@cache
+def _hub_items(name: str, cache_dir: str) -> tuple[SampleItem, ...]:
+    entry = benchmark(name)
+    assert entry.hub is not None
+    convert = records.CONVERTERS[name]
+    rows = hub.records(name, entry.hub, cache=Path(cache_dir))
+    return tuple(convert(row) for row in rows)
+
+
 @cache
 def sample_items(name: str) -> tuple[SampleItem, ...]:
-    """The repository's sample of one benchmark (package data)."""
+    """The repository's sample of a benchmark not on the hub yet (package data)."""
     text = resources.files("evalsuite.samples").joinpath(benchmark(name).sample_file).read_text()
     items = []
     for line in text.splitlines():
@@ -177,7 +267,7 @@ def sample_items(name: str) -> tuple[SampleItem, ...]:
 def evaluation_items() -> Iterator[EvalItem]:
     """Every item of every benchmark, held-out and safety ones included."""
     for entry in _BENCHMARKS:
-        for item in sample_items(entry.name):
+        for item in benchmark_items(entry.name):
             yield EvalItem(
                 benchmark=entry.name,
                 item_id=item.id,

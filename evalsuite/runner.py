@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from arena.serving.client import Endpoint
+from evalsuite import hub
 from evalsuite.metrics import mean_and_stderr
-from evalsuite.registry import benchmark
+from evalsuite.registry import MissingDataset, benchmark
 
 DEFAULT_MAX_TOKENS = 512
 REQUEST_TIMEOUT_S = 300
@@ -54,10 +55,17 @@ def run_benchmarks(
     max_tokens: int = DEFAULT_MAX_TOKENS,
     max_connections: int = 4,
     max_retries: int = 2,
+    hub_cache: str = "",
 ) -> list[BenchmarkOutcome]:
-    """Evaluate the endpoint's model on the named benchmarks; one outcome per benchmark."""
+    """Evaluate the endpoint's model on the named benchmarks; one outcome per benchmark.
+
+    `hub_cache` is the hub cache holding the pinned data sets (what the submitting process
+    read, so a node reads the same); a benchmark whose set is missing there is unscored, with
+    the message naming the set and the fetch command."""
     for key, value in _OFFLINE_ENV.items():
         os.environ.setdefault(key, value)
+    if hub_cache:
+        os.environ[hub.CACHE_ENV] = hub_cache
     # Imported here so that merely importing the registry or the metrics stays cheap.
     from inspect_ai import eval as inspect_eval
     from inspect_ai.model import GenerateConfig, get_model
@@ -105,7 +113,10 @@ def run_benchmarks(
         if entry.scorer == "judge" and judge_model is None:
             outcomes[name] = BenchmarkOutcome(name, 0, None, None, "", error="no judge configured")
             continue
-        tasks.append(benchmark_task(entry, judge=judge_model))
+        try:
+            tasks.append(benchmark_task(entry, judge=judge_model))
+        except MissingDataset as missing:
+            outcomes[name] = BenchmarkOutcome(name, 0, None, None, "", error=str(missing))
     Path(log_dir).mkdir(parents=True, exist_ok=True)
     if tasks:
         logs = inspect_eval(

@@ -27,6 +27,7 @@ from cluster.backends.base import AccountLimits, ClusterBackend, JobRequest, Sub
 from cluster.models import ClusterAccount, Job
 from cluster.selectors import job_result
 from cluster.services import account_ensure, cluster_sync, job_submit_callable
+from evalsuite import hub
 from evalsuite.models import BenchmarkResult, EvalRun, ItemResult
 from evalsuite.registry import benchmark, benchmarks
 from evalsuite.runner import DEFAULT_MAX_TOKENS, BenchmarkOutcome, run_benchmarks
@@ -171,6 +172,7 @@ def evaluation_submit(
                 "log_dir": run.log_dir,
                 "judge": judge,
                 "max_tokens": max_tokens,
+                "hub_cache": str(hub.cache_dir()),
             },
             backend=backend,
         )

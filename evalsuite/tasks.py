@@ -1,5 +1,6 @@
-"""Each benchmark as an `inspect_ai` Task over its local sample: the dataset, the prompt the
-model sees, and the scorer. Nothing here touches the network or the database."""
+"""Each benchmark as an `inspect_ai` Task over its items (the pinned hub split, read offline from
+the hub cache, or the project sample): the dataset, the prompt the model sees, and the scorer.
+Nothing here touches the network or the database."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from inspect_ai.scorer import (
 from inspect_ai.solver import TaskState, generate, system_message
 
 from evalsuite import scoring
-from evalsuite.registry import Benchmark, SampleItem, sample_items
+from evalsuite.registry import Benchmark, SampleItem, benchmark_items
 
 INSTRUCTIONS = {
     "exact": "Solve the problem. End your reply with a line of the form 'ANSWER: <final answer>'.",
@@ -38,10 +39,9 @@ GRADE_FORMAT = (
 
 def benchmark_task(entry: Benchmark, *, judge: Model | None = None) -> Task:
     """The inspect Task for one benchmark; judge-graded ones need the judge model."""
-    items = sample_items(entry.name)
-    dataset = MemoryDataset(
-        [_sample(item) for item in items], name=entry.name, location=entry.sample_file
-    )
+    items = benchmark_items(entry.name)
+    location = entry.hub.label if entry.hub else entry.sample_file
+    dataset = MemoryDataset([_sample(item) for item in items], name=entry.name, location=location)
     solver = [generate()]
     if entry.scorer in INSTRUCTIONS:
         solver.insert(0, system_message(INSTRUCTIONS[entry.scorer]))
@@ -50,7 +50,12 @@ def benchmark_task(entry: Benchmark, *, judge: Model | None = None) -> Task:
         dataset=dataset,
         solver=solver,
         scorer=_scorer(entry, judge),
-        metadata={"domain": entry.domain, "kind": entry.kind, "held_out": entry.held_out},
+        metadata={
+            "domain": entry.domain,
+            "kind": entry.kind,
+            "held_out": entry.held_out,
+            "source": entry.source,
+        },
     )
 
 

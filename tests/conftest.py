@@ -75,6 +75,22 @@ def sandboxes_as_plain_folders() -> Iterator[None]:
         os.environ["AGENTS_SANDBOX_STORAGE"] = previous
 
 
+@pytest.fixture(scope="session", autouse=True)
+def benchmarks_from_the_fixture_hub_cache() -> Iterator[None]:
+    """The suite reads benchmark data through the production loader from a hub cache of
+    fixtures in each data set's own schema (evalsuite/fixtures/hub_cache), never the network;
+    the processes it starts (evaluation jobs) inherit it."""
+    from evalsuite.hub import CACHE_ENV, FIXTURE_CACHE
+
+    previous = os.environ.get(CACHE_ENV)
+    os.environ[CACHE_ENV] = str(FIXTURE_CACHE)
+    yield
+    if previous is None:
+        os.environ.pop(CACHE_ENV, None)
+    else:
+        os.environ[CACHE_ENV] = previous
+
+
 @pytest.fixture(scope="session")
 def tiny_models() -> Path:
     """The full default tiny-model build, made once and reused while up to date."""

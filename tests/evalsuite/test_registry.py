@@ -1,6 +1,21 @@
-"""The registry: 16 capability and 4 safety benchmarks, each with a project-written sample."""
+"""The registry: 16 capability and 4 safety benchmarks; hub-backed ones read their pinned split
+from the hub cache (here the fixture cache, in each set's own schema) through the production
+loader."""
 
-from evalsuite.registry import CHOICE_LETTERS, benchmarks, evaluation_items, sample_items
+import re
+
+import pytest
+
+from evalsuite.hub import CACHE_ENV, FIXTURE_CACHE
+from evalsuite.registry import (
+    CHOICE_LETTERS,
+    MissingDataset,
+    benchmark,
+    benchmark_items,
+    benchmarks,
+    evaluation_items,
+    missing_data,
+)
 
 SAFETY = {"strongreject", "bbq", "mask", "fortress"}
 
@@ -10,7 +25,10 @@ def test_the_suite_has_sixteen_capability_and_the_four_safety_benchmarks():
     assert len(entries) == 20
     assert len({e.name for e in entries}) == 20
     assert {e.name for e in entries if e.kind == "safety"} == SAFETY
-    assert sum(e.kind == "capability" for e in entries) == 16
+    capability = [e for e in entries if e.kind == "capability"]
+    assert len(capability) == 16
+    assert "aime" in {e.name for e in capability}
+    assert any(e.scorer == "judge" and e.domain == "chat" for e in capability)
 
 
 def test_both_split_roles_are_used_and_safety_is_never_shown_to_agents():
@@ -19,32 +37,85 @@ def test_both_split_roles_are_used_and_safety_is_never_shown_to_agents():
     assert all(e.held_out for e in benchmarks() if e.kind == "safety")
 
 
-def test_every_benchmark_names_a_production_dataset_and_ships_a_sample():
+def test_every_hub_set_is_pinned_to_a_commit_and_the_fixture_cache_lays_it_out_as_the_hub():
+    hub_backed = [e for e in benchmarks() if e.hub is not None]
+    assert len(hub_backed) >= 9
+    for entry in hub_backed:
+        assert re.fullmatch(r"[0-9a-f]{40}", entry.hub.revision), entry.name
+        assert entry.hub_dataset == entry.hub.repo_id
+        repo = FIXTURE_CACHE / f"datasets--{entry.hub.repo_id.replace('/', '--')}"
+        assert (repo / "refs" / "main").read_text() == entry.hub.revision
+        assert (repo / "snapshots" / entry.hub.revision).is_dir()
+
+
+def test_every_benchmark_has_items_and_judge_graded_ones_say_what_is_correct():
     for entry in benchmarks():
-        assert "/" in entry.hub_dataset, entry.name
-        items = sample_items(entry.name)
-        assert 5 <= len(items) <= 20, entry.name
+        items = benchmark_items(entry.name)
+        assert len(items) >= 5, entry.name
         assert len({item.id for item in items}) == len(items), entry.name
         if entry.scorer == "judge":
             assert entry.judge_instructions, entry.name
+    assert not missing_data()
 
 
 def test_choice_items_have_a_valid_target_letter():
     for entry in benchmarks():
         if entry.scorer != "choice":
             continue
-        for item in sample_items(entry.name):
+        for item in benchmark_items(entry.name):
             assert item.target in CHOICE_LETTERS[: len(item.choices)], item.id
             assert item.answer == item.choices[CHOICE_LETTERS.index(item.target)]
             assert f"{item.target}) {item.answer}" in item.prompt
 
 
+def test_hub_rows_become_items_as_the_set_defines_them():
+    gsm = benchmark_items("gsm8k")[0]
+    assert gsm.target == "34" and "12 rolls" in gsm.input  # the number after "####"
+    # ARC keys are letters on most rows and digits on some: the target is the key's position
+    arc = {item.id: item for item in benchmark_items("arc-challenge")}
+    assert arc["Fixture_ARC_003"].target == "A"
+    assert arc["Fixture_ARC_003"].answer.startswith("Metal conducts heat")
+    wino = benchmark_items("winogrande")[1]
+    assert wino.choices == ("Sara", "Jen") and wino.target == "B"  # answer "2"
+    assert benchmark_items("mmlu-pro")[0].id == "mmlu-pro-70"
+    assert benchmark_items("aime")[0].target == "49"
+
+
+def test_truthfulqa_does_not_leave_the_true_answer_first_as_the_hub_lists_it():
+    targets = [item.target for item in benchmark_items("truthfulqa")]
+    assert set(targets) != {"A"}
+    assert targets == [item.target for item in benchmark_items("truthfulqa")]  # seeded
+
+
+def test_code_items_run_the_sets_own_tests():
+    humaneval = benchmark_items("humaneval")[0]
+    assert "def check(candidate):" in humaneval.target
+    assert humaneval.target.rstrip().endswith("check(add_numbers)")
+    mbpp = benchmark_items("mbpp")[0]
+    assert mbpp.target.startswith("assert square_all(") and "should pass these tests" in mbpp.input
+
+
 def test_evaluation_items_cover_every_item_held_out_ones_included():
     items = list(evaluation_items())
-    total = sum(len(sample_items(e.name)) for e in benchmarks())
+    total = sum(len(benchmark_items(e.name)) for e in benchmarks())
     assert len(items) == total
     assert {i.benchmark for i in items} == {e.name for e in benchmarks()}
     held_out = {i.benchmark for i in items if i.held_out}
     assert "mmlu-pro" in held_out and "strongreject" in held_out and "mmlu" not in held_out
-    gsm = next(i for i in items if i.item_id == "gsm-001")
+    gsm = next(i for i in items if i.benchmark == "gsm8k")
     assert gsm.answer == "34" and "12 rolls" in gsm.prompt
+
+
+def test_a_set_missing_from_the_cache_is_an_error_naming_it_and_the_fetch_command(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
+    with pytest.raises(MissingDataset) as missing:
+        benchmark_items("gsm8k")
+    assert "benchmark gsm8k: data set openai/gsm8k@cc7b047b6e5b (test split)" in str(missing.value)
+    assert "python manage.py evals fetch" in str(missing.value)
+    assert {error.benchmark for error in missing_data()} == {
+        e.name for e in benchmarks() if e.hub is not None
+    }
+    assert benchmark_items("bbq")  # a project-sample benchmark needs no cache
+    assert benchmark("bbq").measured is False

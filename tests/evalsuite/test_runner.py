@@ -1,5 +1,6 @@
 """The inspect runner against a real OpenAI-compatible server whose answers are scripted, so
-the scores are known: every item of MMLU but one has target B, every BBQ target is C."""
+the scores are known: every item of the MMLU fixture but one has target B (answer index 1),
+every BBQ target is C. Items come from the fixture hub cache through the production loader."""
 
 import json
 from pathlib import Path
@@ -7,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from arena.serving.client import Endpoint
+from evalsuite.hub import CACHE_ENV
+from evalsuite.registry import benchmark_items
 from evalsuite.runner import run_benchmarks
 from tests.support.scripted_llm import Script
 
@@ -28,7 +31,8 @@ def test_scores_stderr_and_per_item_logs_come_from_the_model_answers(always, tmp
 
     assert (mmlu.n, mmlu.score) == (6, pytest.approx(5 / 6))
     assert mmlu.stderr == pytest.approx(1 / 6)  # stdev √(1/6) / √6
-    assert [i.item_id for i in mmlu.items if i.value == 0] == ["mmlu-003"]  # its target is C
+    (wrong,) = [i.item_id for i in mmlu.items if i.value == 0]
+    assert next(i for i in benchmark_items("mmlu") if i.id == wrong).target == "C"
     assert (bbq.score, bbq.error) == (0.0, "")
 
     log = json.loads(Path(mmlu.log_path).read_text())
@@ -61,5 +65,30 @@ def test_an_unreachable_model_leaves_the_benchmark_unscored_not_zero(tmp_path):
         endpoint=dead, benchmark_names=["gsm8k"], log_dir=str(tmp_path), max_retries=0
     )
     assert gsm.score is None and gsm.n == 6
-    assert gsm.error.startswith("6 of 6 items failed (gsm-001: ")
+    assert gsm.error.startswith("6 of 6 items failed (gsm8k-")
     assert "\x1b[" not in gsm.error
+
+
+def test_a_benchmark_whose_data_set_is_not_in_the_hub_cache_is_unscored_and_says_why(
+    always, tmp_path
+):
+    model = always("eval-always-b-2", "ANSWER: B")
+    empty = tmp_path / "empty-cache"
+    empty.mkdir()
+    mmlu, bbq = run_benchmarks(
+        endpoint=model,
+        benchmark_names=["mmlu", "bbq"],
+        log_dir=str(tmp_path / "logs"),
+        hub_cache=str(empty),
+    )
+    assert mmlu.score is None and mmlu.n == 0
+    assert "cais/mmlu@c30699e8356d" in mmlu.error and "manage.py evals fetch" in mmlu.error
+    assert bbq.score == 0.0  # a project-sample benchmark still runs
+
+
+@pytest.fixture(autouse=True)
+def _restore_hub_cache(monkeypatch):
+    """run_benchmarks sets the cache for the job's process; keep that inside each test."""
+    import os
+
+    monkeypatch.setenv(CACHE_ENV, os.environ[CACHE_ENV])

@@ -1,5 +1,5 @@
-"""`manage.py evals run|collect|report` — queue evaluation jobs, store finished ones, print
-the organizer's report (JSON)."""
+"""`manage.py evals fetch|run|collect|report` — download the pinned data sets, queue
+evaluation jobs, store finished ones, print the organizer's report (JSON)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from arena.competition.models import Phase
 from arena.serving.models import Contestant
+from evalsuite.hub import FetchFailed
 from evalsuite.models import EvalRun
+from evalsuite.registry import data_fetch, missing_data
 from evalsuite.selectors import correlations_report, phase_report
 from evalsuite.services import JUDGE_UPSTREAM, evaluations_collect, evaluations_queue
 
@@ -28,6 +30,8 @@ class Command(BaseCommand):
         run.add_argument("--benchmark", action="append", default=[], help="default: all 20")
         run.add_argument("--batch-size", type=int, default=None)
         run.add_argument("--judge", default=JUDGE_UPSTREAM, help="the proxy upstream to judge with")
+        fetch = sub.add_parser("fetch", help="download the pinned data sets into the hub cache")
+        fetch.add_argument("--benchmark", action="append", default=[], help="default: all")
         collect = sub.add_parser("collect", help="store the results of finished jobs")
         collect.add_argument("--wait", type=float, default=0,
                              help="keep collecting up to this many seconds until none is queued")  # fmt: skip
@@ -46,6 +50,13 @@ class Command(BaseCommand):
         return phase
 
     def _run(self, options: dict[str, Any]) -> None:
+        # Every set must be in the hub cache before anything is queued.
+        try:
+            missing = missing_data(options["benchmark"] or None)
+        except KeyError as unknown:
+            raise CommandError(str(unknown)) from None
+        if missing:
+            raise CommandError("\n".join(str(error) for error in missing))
         phase = self._phase(options["phase"])
         contestants = Contestant.objects.filter(active=True)
         if options["contestant"]:
@@ -66,6 +77,13 @@ class Command(BaseCommand):
         for run in runs:
             where = f"job {run.job.scheduler_id}" if run.job else run.error
             self.stdout.write(f"run {run.pk} {run.model_label} ({run.role}): {where}")
+
+    def _fetch(self, options: dict[str, Any]) -> None:
+        try:
+            for line in data_fetch(names=options["benchmark"] or None):
+                self.stdout.write(line)
+        except (KeyError, FetchFailed) as failed:
+            raise CommandError(str(failed)) from None
 
     def _collect(self, options: dict[str, Any]) -> None:
         deadline = time.monotonic() + options["wait"]

@@ -21,6 +21,7 @@ from arena.battles.services import prompts_load
 from arena.competition.models import Competition
 from arena.leaderboard.services import phase_leaderboard_fit
 from arena.phases.serving import ArenaServers
+from evalsuite import hub
 from frontend.competition_demo import (
     COMPETITION,
     DemoOutcome,
@@ -80,6 +81,9 @@ class Command(BaseCommand):
             raise CommandError(f"{host}:{port} is in use; pass --port to use another")
         if os.geteuid() != 0:
             raise CommandError("the demo provisions agents as Unix users: run it as root")
+        # Benchmarks read the project's fixtures in each data set's hub schema unless an
+        # organizer points the demo at a fetched hub cache (`manage.py evals fetch`).
+        os.environ.setdefault(hub.CACHE_ENV, str(hub.FIXTURE_CACHE))
         clock = StageClock()
         outcome = DemoOutcome()
         say = self._say

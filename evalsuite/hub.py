@@ -1,0 +1,162 @@
+"""Benchmark data sets from the Hugging Face hub: pinned, fetched once, read offline.
+
+Each hub-backed benchmark names a data set repository, the commit it is pinned to (inspect_evals'
+pin where it has one) and the files of the split it evaluates, as glob patterns in the
+repository's own layout (`main/test-*.parquet`). `fetch` downloads exactly those files into the
+standard hub cache with `huggingface_hub.snapshot_download`; `records` resolves the same
+snapshot with `local_files_only=True` (no network, ever) and reads its rows.
+
+Reading goes through the resolved snapshot folder rather than `datasets.load_dataset(repo_id,
+revision=...)`, because the latter needs the network even when the hub cache holds the
+snapshot (see the shared note `hub-data-offline.md`). Tests and the demo point the cache at
+`evalsuite/fixtures/hub_cache`, a hub cache with the project's fixtures in each set's schema,
+and read it through this same code.
+
+The cache is `ARENA_EVALS_HUB_CACHE` when set, else huggingface_hub's own (`HF_HUB_CACHE`,
+`HF_HOME`, `~/.cache/huggingface/hub`).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+CACHE_ENV = "ARENA_EVALS_HUB_CACHE"
+FIXTURE_CACHE = Path(__file__).resolve().parent / "fixtures" / "hub_cache"
+FETCH_COMMAND = "python manage.py evals fetch"
+# A benchmark's split is at most tens of MB; a file past this is not one we pinned.
+MAX_FILE_BYTES = 512 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class HubSet:
+    """One benchmark's data on the hub: repository, pinned commit, and the split's files."""
+
+    repo_id: str
+    revision: str  # a full commit hash, never a branch: the items must not move
+    files: tuple[str, ...]  # glob patterns inside the repository, as laid out on the hub
+    split: str  # the split these files hold (documentation and error messages)
+    config: str = ""  # the data set's config name, where it has several
+
+    @property
+    def label(self) -> str:
+        return f"{self.repo_id}@{self.revision[:12]}"
+
+
+class MissingDataset(LookupError):
+    """A benchmark's pinned data set is not in the hub cache (or lacks its split's files)."""
+
+    def __init__(self, benchmark: str, hub_set: HubSet, cache: Path, detail: str) -> None:
+        self.benchmark = benchmark
+        self.hub_set = hub_set
+        super().__init__(
+            f"benchmark {benchmark}: data set {hub_set.label} ({hub_set.split} split) is not in "
+            f"the hub cache {cache}: {detail}. Run `{FETCH_COMMAND}` on a connected host "
+            f"(with {CACHE_ENV} or HF_HUB_CACHE pointing at this cache)."
+        )
+
+
+class FetchFailed(RuntimeError):
+    pass
+
+
+def cache_dir() -> Path:
+    """The hub cache the suite reads, decided when called (so a job inherits its caller's)."""
+    configured = os.environ.get(CACHE_ENV, "")
+    if configured:
+        return Path(configured)
+    from huggingface_hub import constants
+
+    return Path(constants.HF_HUB_CACHE)
+
+
+def fetch(benchmark: str, hub_set: HubSet, *, cache: Path | None = None) -> list[Path]:
+    """Download the split's files at the pinned revision into the hub cache (network)."""
+    cache = cache or cache_dir()
+    folder = _snapshot_download(hub_set, cache, offline=False)
+    try:
+        return split_files(benchmark, hub_set, folder, cache)
+    except MissingDataset as missing:
+        raise FetchFailed(
+            f"benchmark {benchmark}: {hub_set.label} has no file matching "
+            f"{', '.join(hub_set.files)} ({missing})"
+        ) from None
+
+
+def snapshot(benchmark: str, hub_set: HubSet, *, cache: Path | None = None) -> Path:
+    """The cached snapshot folder of the pinned revision, resolved without the network."""
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    cache = cache or cache_dir()
+    try:
+        return _snapshot_download(hub_set, cache, offline=True)
+    except LocalEntryNotFoundError:
+        raise MissingDataset(benchmark, hub_set, cache, "no snapshot of that revision") from None
+
+
+def _snapshot_download(hub_set: HubSet, cache: Path, *, offline: bool) -> Path:
+    from huggingface_hub import snapshot_download
+
+    folder = snapshot_download(
+        hub_set.repo_id,
+        repo_type="dataset",
+        revision=hub_set.revision,
+        allow_patterns=list(hub_set.files),
+        cache_dir=str(cache),
+        local_files_only=offline,
+    )
+    return Path(folder)
+
+
+def split_files(benchmark: str, hub_set: HubSet, folder: Path, cache: Path) -> list[Path]:
+    """The snapshot's files for the split, in order; every pattern must match something."""
+    found: list[Path] = []
+    for pattern in hub_set.files:
+        matches = sorted(p for p in folder.glob(pattern) if p.is_file())
+        if not matches:
+            raise MissingDataset(benchmark, hub_set, cache, f"no file matches {pattern!r}")
+        found += matches
+    return found
+
+
+def require(benchmark: str, hub_set: HubSet, *, cache: Path | None = None) -> list[Path]:
+    """Check, offline, that the set is in the cache; its files (raises `MissingDataset`)."""
+    cache = cache or cache_dir()
+    return split_files(benchmark, hub_set, snapshot(benchmark, hub_set, cache=cache), cache)
+
+
+def records(benchmark: str, hub_set: HubSet, *, cache: Path | None = None) -> list[dict[str, Any]]:
+    """Every row of the split, as the hub's own schema has it (offline)."""
+    rows: list[dict[str, Any]] = []
+    for path in require(benchmark, hub_set, cache=cache):
+        rows += read_rows(path)
+    return rows
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    """Rows of one data file: Parquet, JSON Lines, JSON (a list of rows), CSV or TSV."""
+    size = path.stat().st_size
+    if size > MAX_FILE_BYTES:
+        raise ValueError(f"{path} is {size} bytes, more than any pinned split")
+    name = path.name
+    if name.endswith(".parquet"):
+        import pyarrow.parquet as pq
+
+        return pq.read_table(path).to_pylist()
+    text = path.read_text(encoding="utf-8")
+    if name.endswith(".jsonl"):
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+    if name.endswith(".json"):
+        loaded = json.loads(text)
+        if not isinstance(loaded, list):
+            raise ValueError(f"{path}: expected a list of rows")
+        return loaded
+    if name.endswith((".csv", ".tsv")):
+        delimiter = "\t" if name.endswith(".tsv") else ","
+        return list(csv.DictReader(io.StringIO(text), delimiter=delimiter))
+    raise ValueError(f"{path}: no reader for this file format")

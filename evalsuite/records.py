@@ -1,0 +1,137 @@
+"""Hub rows to benchmark items: one function per data set, reading the set's own schema.
+
+Each follows the record-to-sample mapping of inspect_evals' task for the benchmark (which
+fields make the prompt, how the target letter is derived, what ids are); the prompt wording and
+the instructions around it are this project's (see `tasks.INSTRUCTIONS`). Ids are the set's own
+where it has them, else a hash of the item's text, so they do not move when rows are reordered.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Callable
+from typing import Any
+
+from evalsuite.items import CHOICE_LETTERS, SampleItem
+
+Record = dict[str, Any]
+
+
+def stable_id(prefix: str, *parts: object) -> str:
+    digest = hashlib.sha256("\x1f".join(str(part) for part in parts).encode()).hexdigest()
+    return f"{prefix}-{digest[:12]}"
+
+
+def gsm8k(record: Record) -> SampleItem:
+    # "answer" is the worked solution, then "#### <final number>"
+    reasoning, _, final = record["answer"].rpartition("####")
+    return SampleItem(
+        id=stable_id("gsm8k", record["question"]),
+        input=record["question"],
+        target=final.strip().replace(",", ""),
+        metadata={"reasoning": reasoning.strip()},
+    )
+
+
+def mmlu(record: Record) -> SampleItem:
+    return SampleItem(
+        id=stable_id("mmlu", record["question"], record["choices"]),
+        input=record["question"],
+        target=CHOICE_LETTERS[int(record["answer"])],
+        choices=tuple(record["choices"]),
+        metadata={"subject": record["subject"]},
+    )
+
+
+def arc(record: Record) -> SampleItem:
+    # labels are A-D on most items and 1-4 on some: the target is the key's position
+    labels = list(record["choices"]["label"])
+    return SampleItem(
+        id=str(record["id"]),
+        input=record["question"],
+        target=CHOICE_LETTERS[labels.index(record["answerKey"])],
+        choices=tuple(record["choices"]["text"]),
+    )
+
+
+def winogrande(record: Record) -> SampleItem:
+    return SampleItem(
+        id=stable_id("winogrande", record["sentence"]),
+        input=f"Sentence: {record['sentence']}\nWhich option fills the blank (_)?",
+        target=CHOICE_LETTERS[int(record["answer"]) - 1],
+        choices=(record["option1"], record["option2"]),
+    )
+
+
+def truthfulqa_mc1(record: Record) -> SampleItem:
+    """MC1 (one true answer). The hub lists the true answer first on every row, so the choices
+    are shuffled with a seed taken from the question: a model that always says "A" gets chance,
+    and every run sees the same order."""
+    targets = record["mc1_targets"]
+    choices = list(targets["choices"])
+    correct = choices[list(targets["labels"]).index(1)]
+    random.Random(stable_id("order", record["question"])).shuffle(choices)
+    return SampleItem(
+        id=stable_id("truthfulqa", record["question"]),
+        input=record["question"],
+        target=CHOICE_LETTERS[choices.index(correct)],
+        choices=tuple(choices),
+    )
+
+
+def mmlu_pro(record: Record) -> SampleItem:
+    return SampleItem(
+        id=f"mmlu-pro-{record['question_id']}",
+        input=record["question"],
+        target=str(record["answer"]),
+        choices=tuple(record["options"]),
+        metadata={"subject": str(record["category"]).lower(), "src": record["src"]},
+    )
+
+
+HUMANEVAL_INSTRUCTION = (
+    "Complete the following Python function. Reply with the whole function (signature, "
+    "docstring and body).\n\n"
+)
+
+
+def humaneval(record: Record) -> SampleItem:
+    # target: the set's own test code and its call, run after the answer's code
+    return SampleItem(
+        id=str(record["task_id"]),
+        input=HUMANEVAL_INSTRUCTION + record["prompt"],
+        target=f"{record['test']}\n\ncheck({record['entry_point']})\n",
+        metadata={"entry_point": record["entry_point"], "prompt": record["prompt"]},
+    )
+
+
+def mbpp(record: Record) -> SampleItem:
+    tests = list(record["test_list"])
+    return SampleItem(
+        id=f"mbpp-{record['task_id']}",
+        input=f"{record['prompt']}\n\nYour code should pass these tests:\n" + "\n".join(tests),
+        target="\n".join([*record["test_imports"], *tests]),
+        metadata={"task_id": record["task_id"]},
+    )
+
+
+def aime(record: Record) -> SampleItem:
+    return SampleItem(
+        id=f"aime-{record['id']}",
+        input=record["problem"],
+        target=str(record["answer"]).strip(),
+    )
+
+
+CONVERTERS: dict[str, Callable[[Record], SampleItem]] = {
+    "gsm8k": gsm8k,
+    "mmlu": mmlu,
+    "arc-challenge": arc,
+    "winogrande": winogrande,
+    "truthfulqa": truthfulqa_mc1,
+    "mmlu-pro": mmlu_pro,
+    "humaneval": humaneval,
+    "mbpp": mbpp,
+    "aime": aime,
+}

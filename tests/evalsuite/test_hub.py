@@ -1,0 +1,74 @@
+"""The hub loader: a pinned snapshot is resolved from the hub cache without the network, and
+its split's files are read in their own format."""
+
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from django.core.management import CommandError, call_command
+
+from evalsuite import hub
+from evalsuite.hub import CACHE_ENV, HubSet, MissingDataset
+
+REVISION = "0123456789abcdef0123456789abcdef01234567"
+SET = HubSet("someone/set", REVISION, ("data/test-*.parquet", "extra.jsonl"), "test")
+
+
+def cached(cache, files):
+    """A hub cache holding `someone/set` at REVISION with the given files."""
+    repo = cache / "datasets--someone--set"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(REVISION)
+    for name, write in files.items():
+        path = repo / "snapshots" / REVISION / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write(path)
+    return cache
+
+
+def test_rows_of_every_split_file_are_read_in_order_from_the_pinned_snapshot(tmp_path):
+    cache = cached(tmp_path, {
+        "data/test-00001-of-00002.parquet": lambda p: pq.write_table(pa.table({"q": ["b"]}), p),
+        "data/test-00000-of-00002.parquet": lambda p: pq.write_table(pa.table({"q": ["a"]}), p),
+        "data/train-00000-of-00001.parquet": lambda p: pq.write_table(pa.table({"q": ["x"]}), p),
+        "extra.jsonl": lambda p: p.write_text(json.dumps({"q": "c"}) + "\n\n"),
+    })  # fmt: skip
+    assert [row["q"] for row in hub.records("demo", SET, cache=cache)] == ["a", "b", "c"]
+
+
+def test_another_revision_of_the_same_set_is_missing_not_substituted(tmp_path):
+    cache = cached(tmp_path, {"extra.jsonl": lambda p: p.write_text("{}\n")})
+    other = HubSet("someone/set", "f" * 40, ("extra.jsonl",), "test")
+    with pytest.raises(MissingDataset, match="someone/set@ffffffffffff .* no snapshot"):
+        hub.records("demo", other, cache=cache)
+
+
+def test_a_snapshot_without_the_splits_files_is_missing(tmp_path):
+    cache = cached(tmp_path, {"extra.jsonl": lambda p: p.write_text("{}\n")})
+    with pytest.raises(MissingDataset, match=r"no file matches 'data/test-\*.parquet'"):
+        hub.records("demo", SET, cache=cache)
+
+
+def test_csv_and_tsv_rows_are_read_by_header(tmp_path):
+    (tmp_path / "a.tsv").write_text("question\tanswer\nTwo plus two?\t4\n")
+    (tmp_path / "b.csv").write_text('question,answer\n"One, two?",3\n')
+    assert hub.read_rows(tmp_path / "a.tsv") == [{"question": "Two plus two?", "answer": "4"}]
+    assert hub.read_rows(tmp_path / "b.csv") == [{"question": "One, two?", "answer": "3"}]
+
+
+def test_the_cache_is_the_configured_one_else_huggingface_hubs(monkeypatch, tmp_path):
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
+    assert hub.cache_dir() == tmp_path
+    monkeypatch.delenv(CACHE_ENV)
+    from huggingface_hub import constants
+
+    assert str(hub.cache_dir()) == constants.HF_HUB_CACHE
+
+
+def test_evals_run_stops_before_queueing_when_a_set_is_not_fetched(monkeypatch, tmp_path):
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
+    with pytest.raises(CommandError) as stopped:
+        call_command("evals", "run", "--phase", "no-such-phase", "--benchmark", "mmlu")
+    assert "benchmark mmlu: data set cais/mmlu@c30699e8356d" in str(stopped.value)
+    assert "python manage.py evals fetch" in str(stopped.value)
