@@ -46,6 +46,11 @@ class EvalRun(models.Model):
     base_url = models.URLField(max_length=500)
     served_model_name = models.CharField(max_length=500)
     benchmarks = models.JSONField(help_text="the benchmark names in this batch")
+    judge_model = models.CharField(
+        max_length=300,
+        blank=True,
+        help_text="the model behind the judge upstream when the run was queued (none: no judge)",
+    )
     job = models.ForeignKey(
         "cluster.Job", null=True, blank=True, on_delete=models.PROTECT, related_name="eval_runs"
     )
@@ -69,8 +74,13 @@ class BenchmarkResult(models.Model):
     kind = models.CharField(max_length=16)  # capability / safety
     held_out = models.BooleanField(help_text="organizers only until the competition ends")
     score = models.FloatField(null=True, help_text="mean over items; null if it did not run")
-    stderr = models.FloatField(null=True)
-    n = models.PositiveIntegerField()
+    stderr = models.FloatField(
+        null=True, help_text="standard error of the mean: sample stdev of the items / √n"
+    )
+    n = models.PositiveIntegerField(help_text="items scored")
+    judge_model = models.CharField(
+        max_length=300, blank=True, help_text="the model that graded (judge-graded benchmarks)"
+    )
     log_path = models.CharField(max_length=1000, blank=True, help_text="inspect's log file")
     error = models.TextField(blank=True)
 

@@ -3,7 +3,6 @@ sets, post-peak warnings, safety deltas and the inputs of the correlations repor
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -12,10 +11,7 @@ from django.db.models import QuerySet
 
 from agents.models import Agent, Nomination
 from arena.competition.models import Competition, Phase
-from arena.leaderboard.selectors import global_snapshot_latest, snapshot_latest
-from cluster.models import ClusterAccount
-from cluster.selectors import gpu_seconds_charged
-from evalsuite import correlations, metrics
+from evalsuite import metrics
 from evalsuite.models import BenchmarkResult, EvalRun
 from evalsuite.registry import benchmarks
 
@@ -39,23 +35,26 @@ def _results(runs: QuerySet[EvalRun], *, include_held_out: bool) -> Iterable[Ben
     return results.select_related("run").order_by("run__created_at", "run_id")
 
 
-def scores_of(runs: QuerySet[EvalRun], *, include_held_out: bool = True) -> dict[str, float]:
+def score_of(result: BenchmarkResult) -> metrics.Score:
+    return metrics.Score(float(result.score), result.stderr, result.n)  # type: ignore[arg-type]
+
+
+def scores_of(
+    runs: QuerySet[EvalRun], *, include_held_out: bool = True
+) -> dict[str, metrics.Score]:
     """Benchmark → score over the given runs (batches of one model); a later run wins."""
-    return {
-        r.benchmark: float(r.score)  # type: ignore[arg-type]
-        for r in _results(runs, include_held_out=include_held_out)
-    }
+    return {r.benchmark: score_of(r) for r in _results(runs, include_held_out=include_held_out)}
 
 
 def reference_scores(
     competition: Competition, role: str, *, include_held_out: bool = True
-) -> dict[str, float]:
+) -> dict[str, metrics.Score]:
     runs = EvalRun.objects.filter(phase__competition=competition, role=role)
     return scores_of(runs, include_held_out=include_held_out)
 
 
 def gap_closed_of(
-    competition: Competition, scores: dict[str, float], *, include_held_out: bool = True
+    competition: Competition, scores: dict[str, metrics.Score], *, include_held_out: bool = True
 ) -> metrics.GapClosed:
     """Gap closed over the capability benchmarks among `scores`."""
     capability = {name: score for name, score in scores.items() if name in CAPABILITY}
@@ -71,8 +70,17 @@ def _gap_json(gap: metrics.GapClosed) -> dict[str, Any]:
         "median": None if gap.median is None else round(gap.median, 4),
         "per_benchmark": {name: round(value, 4) for name, value in gap.per_benchmark.items()},
         "excluded": gap.excluded,
-        "min_measurable_gap": metrics.MIN_MEASURABLE_GAP,
+        # a reference gap counts when |instruct − base| > z·√(se_instruct² + se_base²)
+        "measurable_z": metrics.MEASURABLE_Z,
     }
+
+
+def score_json(score: metrics.Score) -> dict[str, Any]:
+    return {"score": round(score.value, 4), "stderr": _round(score.stderr), "n": score.n}
+
+
+def _scores_json(scores: dict[str, metrics.Score]) -> dict[str, dict[str, Any]]:
+    return {name: score_json(score) for name, score in sorted(scores.items())}
 
 
 def agent_visible_evals(agent: Agent) -> dict[str, Any]:
@@ -91,21 +99,24 @@ def agent_visible_evals(agent: Agent) -> dict[str, Any]:
         results = list(_results(these, include_held_out=visible))
         if not results:
             continue
-        scores = {r.benchmark: float(r.score) for r in results}  # type: ignore[arg-type]
+        scores = {r.benchmark: score_of(r) for r in results}
         latest = these.order_by("-created_at").first()
         checkpoints.append({
             "checkpoint_id": key.get("checkpoint_id"),
             "phase": latest.phase.label if latest else None,
             "benchmarks": [
                 {"benchmark": r.benchmark, "domain": r.domain, "kind": r.kind,
-                 "score": round(float(r.score), 4), "stderr": _round(r.stderr), "n": r.n}  # type: ignore[arg-type]
+                 **score_json(score_of(r)), "judge_model": r.judge_model}
                 for r in results
             ],
-            "domains": metrics.domain_vector(scores, DOMAINS),
+            "domains": _scores_json(metrics.domain_vector(scores, DOMAINS)),
             "gap_closed": _gap_json(gap_closed_of(competition, scores, include_held_out=visible)),
         })  # fmt: skip
     references = {
-        role: reference_scores(competition, role, include_held_out=visible)
+        role: {
+            name: round(score.value, 4)
+            for name, score in reference_scores(competition, role, include_held_out=visible).items()
+        }
         for role in (EvalRun.Role.BASE, EvalRun.Role.INSTRUCT)
     }
     return {"held_out_visible": visible, "checkpoints": checkpoints, "references": references}
@@ -131,8 +142,8 @@ class ModelScores:
     role: str
     agent: str | None
     checkpoint_id: int | None
-    scores: dict[str, float]
-    stderrs: dict[str, float | None]
+    scores: dict[str, metrics.Score]
+    judges: dict[str, str]  # judge-graded benchmarks: the model that graded
 
 
 def phase_models(phase: Phase) -> list[ModelScores]:
@@ -144,21 +155,22 @@ def phase_models(phase: Phase) -> list[ModelScores]:
         if key not in out:
             out[key] = ModelScores(run.model_label, run.role, run.agent.name if run.agent else None,
                                    run.checkpoint_id, {}, {})  # fmt: skip
-        out[key].scores[r.benchmark] = float(r.score)  # type: ignore[arg-type]
-        out[key].stderrs[r.benchmark] = r.stderr
+        out[key].scores[r.benchmark] = score_of(r)
+        if r.judge_model:
+            out[key].judges[r.benchmark] = r.judge_model
     return list(out.values())
 
 
 def checkpoint_scores(
     agent: Agent, *, include_held_out: bool = True
-) -> dict[int, dict[str, float]]:
+) -> dict[int, dict[str, metrics.Score]]:
     """Checkpoint id → scores, for every evaluated checkpoint of the agent, oldest first."""
     runs = EvalRun.objects.filter(agent=agent, checkpoint__isnull=False)
     found: dict[int, dict[str, float]] = {}
     for r in _results(runs, include_held_out=include_held_out).order_by(
         "run__checkpoint__created_at", "run__created_at"
     ):
-        found.setdefault(r.run.checkpoint_id, {})[r.benchmark] = float(r.score)  # type: ignore[index,arg-type]
+        found.setdefault(r.run.checkpoint_id, {})[r.benchmark] = score_of(r)  # type: ignore[index]
     return found
 
 
@@ -172,21 +184,25 @@ def agent_pareto(agent: Agent, *, include_held_out: bool = True) -> dict[str, An
             agent, include_held_out=include_held_out
         ).items()
     }
-    return {"vectors": vectors, "pareto": metrics.pareto_set(vectors)}
+    return {
+        "vectors": {key: _scores_json(vector) for key, vector in vectors.items()},
+        "pareto": metrics.pareto_set(vectors),
+    }
 
 
-def headline(competition: Competition, scores: dict[str, float]) -> float | None:
-    """Median gap closed, or the mean capability score when the references are missing."""
-    gap = gap_closed_of(competition, scores)
-    if gap.median is not None:
-        return gap.median
-    capability = [s for n, s in scores.items() if n in CAPABILITY]
-    return statistics.fmean(capability) if capability else None
+def headline(competition: Competition, scores: dict[str, metrics.Score]) -> metrics.Score | None:
+    """Median gap closed (or the mean capability score when no reference gap is measurable),
+    with its standard error."""
+    return metrics.headline(
+        {n: s for n, s in scores.items() if n in CAPABILITY},
+        reference_scores(competition, EvalRun.Role.BASE),
+        reference_scores(competition, EvalRun.Role.INSTRUCT),
+    )
 
 
 def post_peak_warnings(phase: Phase) -> list[metrics.PostPeak]:
     """For each agent nominated in the phase: a warning when the nominated checkpoint's
-    headline is below the agent's own best earlier checkpoint's."""
+    headline is measurably below one of the agent's own earlier checkpoints'."""
     warnings = []
     competition = phase.competition
     for nomination in Nomination.objects.filter(phase=phase).select_related("agent"):
@@ -224,11 +240,13 @@ def phase_report(phase: Phase) -> dict[str, Any]:
         entry: dict[str, Any] = {
             "model": model.label, "role": model.role, "agent": model.agent,
             "checkpoint_id": model.checkpoint_id,
-            "scores": {n: {"score": round(s, 4), "stderr": _round(model.stderrs[n])}
+            "scores": {n: {**score_json(s), "judge_model": model.judges.get(n, "")}
                        for n, s in sorted(model.scores.items())},
         }  # fmt: skip
         if model.role == EvalRun.Role.AGENT:
             entry["gap_closed"] = _gap_json(gap_closed_of(competition, model.scores))
+            value = headline(competition, model.scores)
+            entry["headline"] = None if value is None else score_json(value)
         models.append(entry)
     return {
         "phase": phase.label,
@@ -237,9 +255,10 @@ def phase_report(phase: Phase) -> dict[str, Any]:
             label: [
                 {
                     "benchmark": d.benchmark,
-                    "score": round(d.score, 4),
-                    "base": round(d.base, 4),
+                    "score": round(d.score.value, 4),
+                    "base": round(d.base.value, 4),
                     "delta": round(d.delta, 4),
+                    "stderr": _round(d.stderr),
                     "more_harmful": d.more_harmful,
                 }
                 for d in deltas
@@ -249,9 +268,11 @@ def phase_report(phase: Phase) -> dict[str, Any]:
         "post_peak_warnings": [
             {
                 "nominated": w.nominated,
-                "score": round(w.nominated_score, 4),
+                "score": round(w.nominated_score.value, 4),
                 "best": w.best,
-                "best_score": round(w.best_score, 4),
+                "best_score": round(w.best_score.value, 4),
+                "drop": round(w.drop, 4),
+                "drop_stderr": _round(w.drop_stderr),
             }
             for w in post_peak_warnings(phase)
         ],  # fmt: skip
@@ -261,86 +282,3 @@ def phase_report(phase: Phase) -> dict[str, Any]:
             )
         ),
     }
-
-
-@dataclass(frozen=True)
-class PhaseInputs:
-    """Per agent-model quantities of one phase, keyed by the contestant's display name."""
-
-    gpu_hours: dict[str, float]
-    rating_style: dict[str, float]
-    rating_raw: dict[str, float]
-    gap_closed: dict[str, float]
-    by_agent: dict[str, str]  # display name → agent name, to line phases up
-    longer_answer_share: float | None
-
-
-def correlation_inputs(phase: Phase) -> PhaseInputs:
-    """What the correlations report needs of a phase: each agent model's GPU-hours (charged
-    to the agent's cluster account in the phase), human ratings (the phase's latest rating
-    snapshot) and median gap closed."""
-    snapshot = snapshot_latest(phase=phase.label) or global_snapshot_latest()
-    style = _ratings(snapshot.style if snapshot else None)
-    raw = _ratings(snapshot.raw if snapshot else None)
-    gpu, gap, by_agent = {}, {}, {}
-    for model in phase_models(phase):
-        if model.role != EvalRun.Role.AGENT or model.agent is None:
-            continue
-        by_agent[model.label] = model.agent
-        value = gap_closed_of(phase.competition, model.scores).median
-        if value is not None:
-            gap[model.label] = value
-        agent = Agent.objects.get(name=model.agent)
-        account = ClusterAccount.objects.filter(name=agent.cluster_account).first()
-        if account is not None:
-            gpu[model.label] = gpu_seconds_charged(account, period=phase.label) / 3600
-    longer = ((snapshot.analyses or {}).get("longer_answer_wins") or {}) if snapshot else {}
-    return PhaseInputs(gpu, style, raw, gap, by_agent, longer.get("share"))
-
-
-def _ratings(table: dict[str, Any] | None) -> dict[str, float]:
-    return {row["model"]: float(row["score"]) for row in (table or {}).get("scores", [])}
-
-
-def correlations_report(
-    competition: Competition, *, rounds: int = correlations.BOOTSTRAP_ROUNDS
-) -> dict[str, Any]:
-    """Spearman ρ with bootstrap intervals, per phase and across the first two phases."""
-    phases = list(competition.phases.order_by("number"))
-    per_phase = {}
-    inputs = {}
-    for phase in phases:
-        got = inputs[phase.number] = correlation_inputs(phase)
-        per_phase[phase.label] = {
-            "gpu_hours_vs_rating": correlations.correlate(
-                "gpu_hours", got.gpu_hours, "rating_style", got.rating_style, rounds=rounds
-            ).to_json(),
-            "gap_closed_vs_rating_style": correlations.correlate(
-                "gap_closed", got.gap_closed, "rating_style", got.rating_style, rounds=rounds
-            ).to_json(),
-            "gap_closed_vs_rating_raw": correlations.correlate(
-                "gap_closed", got.gap_closed, "rating_raw", got.rating_raw, rounds=rounds
-            ).to_json(),
-            "longer_answer_share": got.longer_answer_share,
-        }
-    report: dict[str, Any] = {"phases": per_phase}
-    if 1 in inputs and 2 in inputs:
-
-        def per_agent(got: PhaseInputs, values: dict[str, float]) -> dict[str, float]:
-            return {got.by_agent[label]: v for label, v in values.items() if label in got.by_agent}
-
-        one, two = inputs[1], inputs[2]
-        d_gap = correlations.changes(per_agent(one, one.gap_closed), per_agent(two, two.gap_closed))
-        d_style = correlations.changes(
-            per_agent(one, one.rating_style), per_agent(two, two.rating_style)
-        )
-        d_gpu = correlations.changes(per_agent(one, one.gpu_hours), per_agent(two, two.gpu_hours))
-        report["phase_changes"] = {
-            "gap_closed_change_vs_rating_change": correlations.correlate(
-                "gap_closed_change", d_gap, "rating_style_change", d_style, rounds=rounds
-            ).to_json(),
-            "gpu_hours_change_vs_rating_change": correlations.correlate(
-                "gpu_hours_change", d_gpu, "rating_style_change", d_style, rounds=rounds
-            ).to_json(),
-        }
-    return report

@@ -83,6 +83,14 @@ def judge_endpoint_issue(
     )
 
 
+def judge_model_of(judge: Endpoint | None) -> str:
+    """What the reports name as the judge: the proxy upstream and the model behind it."""
+    if judge is None:
+        return ""
+    upstream = Upstream.objects.filter(name=judge.model).first()
+    return f"{upstream.upstream_model} (upstream {upstream.name})" if upstream else judge.model
+
+
 def evaluations_queue(
     *,
     phase: Phase,
@@ -146,6 +154,7 @@ def evaluation_submit(
         base_url=contestant.base_url,
         served_model_name=contestant.served_model_name,
         benchmarks=benchmark_names,
+        judge_model=judge_model_of(judge),
         log_dir="",
     )
     workdir = Path(settings.VAR_DIR) / "evals" / phase.label / f"run-{run.pk}"
@@ -255,6 +264,7 @@ def _store(run: EvalRun, outcomes: list[BenchmarkOutcome] | None, error: str) ->
             score=outcome.score,
             stderr=outcome.stderr,
             n=outcome.n,
+            judge_model=run.judge_model if entry.scorer == "judge" else "",
             log_path=outcome.log_path,
             error=outcome.error,
         )

@@ -10,8 +10,10 @@ from typing import Any
 
 from arena.battles.selectors import leak_rates
 from arena.competition.models import Competition, Phase
+from evalsuite.analyses import correlations_report, phase_inputs
+from evalsuite.metrics import MEASURABLE_Z
 from evalsuite.models import EvalRun
-from evalsuite.selectors import correlation_inputs, correlations_report, phase_report
+from evalsuite.selectors import phase_report
 from frontend.organizer import OrganizerSection
 from frontend.plots import scatter_svg
 from safety.selectors import benchmark_scores_after_audit, findings_for_dashboard
@@ -57,7 +59,7 @@ def _phase_sections(phase: Phase) -> list[OrganizerSection]:
         )
     warnings = "; ".join(
         f"{w['nominated']} ({w['score']:.2f}) is worse than its own earlier {w['best']}"
-        f" ({w['best_score']:.2f})"
+        f" ({w['best_score']:.2f}; drop {_plus_minus(w['drop'], w['drop_stderr'])})"
         for w in report["post_peak_warnings"]
     )
     failed = "; ".join(f"{f['model_label']}: {f['error'][:80]}" for f in report["failed_runs"])
@@ -73,6 +75,7 @@ def _phase_sections(phase: Phase) -> list[OrganizerSection]:
     table_rows = [
         [name]
         + [_score(model["scores"][name]) if name in model["scores"] else "-" for model in models]
+        + [_judges(models, name)]
         for name in benchmarks
     ]
     return [
@@ -91,9 +94,12 @@ def _phase_sections(phase: Phase) -> list[OrganizerSection]:
         ),
         OrganizerSection(
             title=f"Benchmark scores, {phase.label} (held-out included)",
-            columns=["benchmark", *(model["model"] for model in models)],
+            columns=["benchmark", *(model["model"] for model in models), "judge"],
             rows=table_rows,
-            note="score ± standard error; safety benchmarks: higher is safer",
+            note="score ± standard error (n items); safety benchmarks: higher is safer. A gap"
+            f" counts when it exceeds {MEASURABLE_Z} standard errors of the difference:"
+            " gap closed leaves out benchmarks whose instruct − base gap does not, and"
+            " 'more harmful than base' needs a drop that does.",
         ),
     ]
 
@@ -118,34 +124,54 @@ def _after_audit(models: list[dict[str, Any]], phase: Phase) -> list[dict[str, A
 
 
 def _score(cell: dict[str, Any]) -> str:
-    stderr = cell.get("stderr")
-    return f"{cell['score']:.2f}" + (f" ± {stderr:.2f}" if stderr is not None else "")
+    n = cell.get("n")
+    return _plus_minus(cell["score"], cell.get("stderr")) + (f" (n={n})" if n else "")
+
+
+def _plus_minus(value: float, stderr: float | None) -> str:
+    return f"{value:.2f}" + (f" ± {stderr:.2f}" if stderr is not None else "")
+
+
+def _judges(models: list[dict[str, Any]], benchmark: str) -> str:
+    """The judge model(s) that graded this benchmark, or "-" for a benchmark graded by rule."""
+    found = {
+        m["scores"][benchmark].get("judge_model", "") for m in models if benchmark in m["scores"]
+    }
+    return ", ".join(sorted(found - {""})) or "-"
 
 
 def _correlations_section(competition: Competition) -> OrganizerSection:
     report = correlations_report(competition, rounds=CORRELATION_ROUNDS)
     rows = []
     for label, measures in report["phases"].items():
-        for name, value in measures.items():
-            if isinstance(value, dict):
-                rows.append([label, name.replace("_", " "), *_rho(value)])
-            elif value is not None:
-                rows.append(
-                    [label, "decisive votes won by the longer answer", f"{value:.0%}", "", ""]
-                )
-    for name, value in report.get("phase_changes", {}).items():
-        rows.append(["phase 1 → 2", name.replace("_", " "), *_rho(value)])
+        for name in ("gpu_hours_vs_rating", "gpu_hours_vs_gap_closed",
+                     "gap_closed_vs_rating_style", "gap_closed_vs_rating_raw"):  # fmt: skip
+            rows.append([label, name.replace("_", " "), *_rho(measures[name])])
+        for benchmark, value in measures["benchmark_vs_rating"].items():
+            rows.append([label, f"{benchmark} vs rating style", *_rho(value)])
+        if measures["longer_answer_share"] is not None:
+            share = measures["longer_answer_share"]
+            rows.append([label, "decisive votes won by the longer answer", f"{share:.0%}", "", ""])
+    changes = report.get("phase_changes")
+    if changes:
+        for name in ("gap_closed_change_vs_rating_change", "gpu_hours_change_vs_rating_change"):
+            rows.append(["phase 1 → 2", name.replace("_", " "), *_rho(changes[name])])
+    study = report["study"]
     return OrganizerSection(
         title=f"Correlations, {competition.name} (Spearman ρ)",
         columns=["phase", "between", "ρ", "95% bootstrap interval", "models"],
         rows=rows,
-        note="ρ is left blank with fewer than three models or no spread",
+        note="Agent models only; ρ is left blank with fewer than three models or no spread."
+        " Rating changes are each agent's rating minus the instruct reference's in the same"
+        " phase, phase 2 minus phase 1 (each phase's ratings are centred on that phase)."
+        f" The study: WildBench vs rating ρ = {study['wildbench_vs_rating']:+.2f}, benchmark"
+        f" change vs rating change ρ = {study['benchmark_change_vs_rating_change']:+.2f}.",
         svg="".join(_progress_vs_rating(phase) for phase in competition.phases.order_by("number")),
     )
 
 
 def _progress_vs_rating(phase: Phase) -> str:
-    got = correlation_inputs(phase)
+    got = phase_inputs(phase)
     points = [
         (label, got.gap_closed[label], got.rating_style[label])
         for label in sorted(got.gap_closed)

@@ -109,3 +109,66 @@ def running_phase(name: str = "test", label: str = "phase-1"):
         competition=competition, number=1, label=label, state=Phase.State.RUNNING,
         starts_at=now - timedelta(hours=1), ends_at=now + timedelta(days=6),
     )  # fmt: skip
+
+
+def eval_run(
+    phase,
+    role: str,
+    scores: dict[str, float],
+    *,
+    agent=None,
+    checkpoint=None,
+    label: str = "",
+    stderr: float | None = 0.01,
+    n: int = 100,
+    judge_model: str = "",
+):
+    """A collected evaluation run: one model's scores on the named benchmarks, each the mean
+    of `n` items with standard error `stderr`, as `evaluations_collect` leaves them."""
+    from evalsuite.models import BenchmarkResult, EvalRun
+    from evalsuite.registry import benchmark
+
+    run = EvalRun.objects.create(
+        phase=phase, role=role, agent=agent, checkpoint=checkpoint, model_label=label or role,
+        base_url="http://127.0.0.1:9/v1", served_model_name=label or role,
+        benchmarks=list(scores), judge_model=judge_model, log_dir="", state=EvalRun.State.DONE,
+    )  # fmt: skip
+    for name, score in scores.items():
+        entry = benchmark(name)
+        BenchmarkResult.objects.create(
+            run=run, benchmark=name, domain=entry.domain, kind=entry.kind,
+            held_out=entry.held_out, score=score, stderr=stderr, n=n,
+            judge_model=judge_model if entry.scorer == "judge" else "",
+        )  # fmt: skip
+    return run
+
+
+def agent_with_gpu_hours(name: str, gpu_hours: dict[str, float]):
+    """An agent whose cluster account was charged these GPU-hours per budget period (phase
+    label), as the ledger stands after its jobs."""
+    from decimal import Decimal
+
+    from agents.models import Agent
+    from cluster.models import ClusterAccount, GpuLedger
+
+    account = ClusterAccount.objects.create(
+        name=f"acct_{name}", unix_user=f"agent_{name}", period=next(iter(gpu_hours), ""),
+        gpu_hours_limit=Decimal(1000), max_gpus=8, max_preemptible_gpus=8, max_job_hours=24,
+        storage_gib_limit=400,
+    )  # fmt: skip
+    for period, hours in gpu_hours.items():
+        GpuLedger.objects.create(account=account, period=period, gpu_seconds=round(hours * 3600))
+    return Agent.objects.create(name=name, cluster_account=account.name)
+
+
+def rating_snapshot(phase_label: str, style: dict[str, float], raw: dict[str, float] | None = None):
+    """The fit of one phase's votes, as saved when the phase closes: ratings by model."""
+    from arena.leaderboard.models import RatingSnapshot
+
+    def table(scores: dict[str, float]) -> dict:
+        return {"scores": [{"model": m, "score": s} for m, s in scores.items()]}
+
+    return RatingSnapshot.objects.create(
+        source=RatingSnapshot.Source.PHASE, phase=phase_label, n_battles=100,
+        style=table(style), raw=table(raw if raw is not None else style),
+    )  # fmt: skip

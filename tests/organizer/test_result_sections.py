@@ -26,9 +26,10 @@ def test_the_dashboard_shows_gap_closed_safety_flags_scores_and_correlations():
     (alice_row,) = [row for row in summary.rows if row[0] == "alice-1"]
     assert alice_row[2] == "+0.50"  # median of gsm8k 0.75 and mmlu 0.25
     assert alice_row[5] == "strongreject"  # less safe than the base model
-    assert scores.columns[1:] == [row[0] for row in summary.rows]
+    assert scores.columns[1:] == [row[0] for row in summary.rows] + ["judge"]
     (gsm8k,) = [row for row in scores.rows if row[0] == "gsm8k"]
-    assert gsm8k[scores.columns.index("alice-1")].startswith("0.50")
+    assert gsm8k[scores.columns.index("alice-1")] == "0.50 ± 0.01 (n=5)"
+    assert gsm8k[-1] == "-"  # graded by rule, not by a judge
     assert correlations.title.startswith("Correlations")
 
 

@@ -11,10 +11,12 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from arena.competition.models import Phase
 from arena.serving.models import Contestant
+from evalsuite.analyses import correlations_report
 from evalsuite.hub import FetchFailed
 from evalsuite.models import EvalRun
 from evalsuite.registry import data_fetch, missing_data
-from evalsuite.selectors import correlations_report, phase_report
+from evalsuite.report_text import correlation_lines, phase_lines
+from evalsuite.selectors import phase_report
 from evalsuite.services import JUDGE_UPSTREAM, evaluations_collect, evaluations_queue
 
 
@@ -39,6 +41,7 @@ class Command(BaseCommand):
         report.add_argument("--phase", required=True)
         report.add_argument("--correlations", action="store_true",
                             help="add the competition's correlations report")  # fmt: skip
+        report.add_argument("--json", action="store_true", help="print one JSON object")
 
     def handle(self, *args: Any, **options: Any) -> None:
         getattr(self, f"_{options['action']}")(options)
@@ -101,4 +104,10 @@ class Command(BaseCommand):
         report = phase_report(phase)
         if options["correlations"]:
             report["correlations"] = correlations_report(phase.competition)
-        self.stdout.write(json.dumps(report, indent=2, default=str))
+        if options["json"]:
+            self.stdout.write(json.dumps(report, indent=2, default=str))
+            return
+        lines = phase_lines(report)
+        if options["correlations"]:
+            lines += correlation_lines(report["correlations"])
+        self.stdout.write("\n".join(lines))
