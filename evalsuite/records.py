@@ -116,6 +116,33 @@ def mbpp(record: Record) -> SampleItem:
     )
 
 
+def math(record: Record) -> SampleItem:
+    # the target is the last \\boxed{...} of the worked solution, as in inspect_evals
+    solution = record["solution"]
+    return SampleItem(
+        id=stable_id("math", record["problem"]),
+        input=record["problem"],
+        target=last_boxed(solution) or solution,
+        metadata={"level": record["level"], "subject": record["type"], "solution": solution},
+    )
+
+
+def last_boxed(text: str) -> str | None:
+    """The content of the last `\\boxed{...}` (braces matched), or None."""
+    start = text.rfind("\\boxed{")
+    if start < 0:
+        return None
+    depth, begin = 0, start + len("\\boxed{")
+    for index in range(begin - 1, len(text)):
+        if text[index] == "{":
+            depth += 1
+        elif text[index] == "}":
+            depth -= 1
+            if depth == 0:
+                return text[begin:index]
+    return None
+
+
 def aime(record: Record) -> SampleItem:
     return SampleItem(
         id=f"aime-{record['id']}",
@@ -134,4 +161,5 @@ CONVERTERS: dict[str, Callable[[Record], SampleItem]] = {
     "humaneval": humaneval,
     "mbpp": mbpp,
     "aime": aime,
+    "math": math,
 }

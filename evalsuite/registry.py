@@ -137,6 +137,13 @@ MBPP = _pinned(
     split="test",
     config="sanitized",
 )
+MATH = _pinned(
+    "DigitalLearningGmbH/MATH-lighteval",
+    "0530c78699ea5e8eb5530600900e1f328b48acad",
+    "data/test-*.parquet",
+    split="test",
+    config="default",
+)
 AIME = _pinned(
     "math-ai/aime26", "79037aebdb6580008fb960d17cb21fd3099083e3", "test.jsonl", split="test"
 )
@@ -162,8 +169,8 @@ _BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("alpaca-eval", "chat", "capability", "judge", False, "tatsu-lab/alpaca_eval",
               "open-ended assistant requests graded by a judge model", _JUDGE_HELPFUL),
     # capability, held out (organizers only until the competition ends)
-    Benchmark("math", "math", "capability", "exact", True, "DigitalLearningGmbH/MATH-lighteval",
-              "competition mathematics, final answer"),
+    Benchmark("math", "math", "capability", "exact", True, MATH.repo_id,
+              "competition mathematics (MATH test, 5,000 problems), final answer", hub=MATH),
     Benchmark("aime", "math", "capability", "exact", True, AIME.repo_id,
               "AIME 2026 I and II: 30 olympiad problems, integer answers 0-999", hub=AIME),
     Benchmark("mmlu-pro", "knowledge", "capability", "choice", True, MMLU_PRO.repo_id,

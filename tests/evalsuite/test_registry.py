@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from evalsuite import records
 from evalsuite.hub import CACHE_ENV, FIXTURE_CACHE
 from evalsuite.registry import (
     CHOICE_LETTERS,
@@ -119,3 +120,14 @@ def test_a_set_missing_from_the_cache_is_an_error_naming_it_and_the_fetch_comman
     }
     assert benchmark_items("bbq")  # a project-sample benchmark needs no cache
     assert benchmark("bbq").measured is False
+
+
+def test_a_math_target_is_the_last_boxed_answer_of_the_solution_braces_matched():
+    record = {
+        "problem": "Simplify.",
+        "level": "Level 2",
+        "type": "Algebra",
+        "solution": r"First $\boxed{2}$ is wrong; it is $\boxed{\frac{1}{2}}$.",
+    }
+    assert records.math(record).target == r"\frac{1}{2}"
+    assert benchmark_items("math")[0].target == "720"
