@@ -9,7 +9,7 @@ import pytest
 
 from arena.serving.client import Endpoint
 from evalsuite.hub import CACHE_ENV
-from evalsuite.registry import benchmark_items
+from evalsuite.registry import benchmark_items, benchmarks
 from evalsuite.runner import run_benchmarks
 from tests.support.scripted_llm import Script
 
@@ -92,3 +92,28 @@ def _restore_hub_cache(monkeypatch):
     import os
 
     monkeypatch.setenv(CACHE_ENV, os.environ[CACHE_ENV])
+
+
+def test_every_hub_backed_benchmark_runs_end_to_end_on_its_fixture(always, tmp_path):
+    """Each converted benchmark, read from its hub-shaped fixture by the production loader,
+    runs through inspect; a model that always answers "B" scores the share of B targets on
+    choice benchmarks and nothing elsewhere."""
+    hub_backed = [entry for entry in benchmarks() if entry.hub is not None]
+    model = always("eval-always-b-3", "ANSWER: B")
+    outcomes = run_benchmarks(
+        endpoint=model,
+        benchmark_names=[entry.name for entry in hub_backed],
+        log_dir=str(tmp_path),
+    )
+    for entry, outcome in zip(hub_backed, outcomes, strict=True):
+        items = benchmark_items(entry.name)
+        expected = (
+            sum(item.target == "B" for item in items) / len(items)
+            if entry.scorer == "choice"
+            else 0.0
+        )
+        assert (outcome.n, outcome.error) == (len(items), ""), entry.name
+        assert outcome.score == pytest.approx(expected), entry.name
+        log = json.loads(Path(outcome.log_path).read_text())
+        assert log["eval"]["dataset"]["location"] == entry.hub.label, entry.name
+        assert {s["id"] for s in log["samples"]} == {item.id for item in items}, entry.name
