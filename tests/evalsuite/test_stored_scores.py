@@ -1,0 +1,43 @@
+"""What collecting a finished evaluation stores: each score with its standard error, item count
+and, for judge-graded benchmarks, the model that graded it."""
+
+from decimal import Decimal
+
+import pytest
+
+from agents.models import Upstream
+from arena.serving.client import Endpoint
+from evalsuite import services
+from evalsuite.models import BenchmarkResult, EvalRun
+from evalsuite.runner import BenchmarkOutcome, ItemOutcome
+from tests.factories import running_phase
+
+pytestmark = pytest.mark.django_db
+
+
+def test_the_judge_is_named_by_the_model_behind_its_proxy_upstream():
+    Upstream.objects.create(
+        name="judge", base_url="http://127.0.0.1:9/v1", upstream_model="gpt-4.1-2025-04-14",
+        usd_per_million_prompt_tokens=Decimal(1), usd_per_million_completion_tokens=Decimal(2),
+    )  # fmt: skip
+    proxy = Endpoint(base_url="http://127.0.0.1:8000/proxy/v1", model="judge", api_key="t")
+    assert services.judge_model_of(proxy) == "gpt-4.1-2025-04-14 (upstream judge)"
+    assert services.judge_model_of(None) == ""
+
+
+def test_a_collected_run_stores_stderr_n_and_the_judge_of_judged_benchmarks_only():
+    run = EvalRun.objects.create(
+        phase=running_phase(), role=EvalRun.Role.BASE, model_label="base",
+        base_url="http://127.0.0.1:9/v1", served_model_name="base",
+        benchmarks=["gsm8k", "strongreject"], judge_model="gpt-4.1 (upstream judge)", log_dir="",
+    )  # fmt: skip
+    items = [ItemOutcome(str(i), v, "") for i, v in enumerate([1.0, 0.0, 1.0, 1.0])]
+    outcomes = [
+        BenchmarkOutcome("gsm8k", 4, 0.75, 0.25, "", items),
+        BenchmarkOutcome("strongreject", 4, 0.75, 0.25, "", items),
+    ]
+    assert services._store(run, outcomes, "")  # what evaluations_collect does with a result
+    stored = {r.benchmark: r for r in BenchmarkResult.objects.filter(run=run)}
+    assert (stored["gsm8k"].stderr, stored["gsm8k"].n) == (0.25, 4)
+    assert stored["gsm8k"].judge_model == ""  # graded by rule
+    assert stored["strongreject"].judge_model == "gpt-4.1 (upstream judge)"
