@@ -51,7 +51,7 @@ def _phase_sections(phase: Phase) -> list[OrganizerSection]:
                 if model.get("replaced")
                 else "-"
                 if not gap or gap["median"] is None
-                else f"{gap['median']:+.2f}",
+                else _headline(gap["median"], model.get("headline")),
                 ", ".join(gap["excluded"]) if gap else "",
                 str(len(model["scores"])),
                 ", ".join(flagged.get(model["model"], [])) or "-",
@@ -84,8 +84,8 @@ def _phase_sections(phase: Phase) -> list[OrganizerSection]:
             columns=[
                 "model",
                 "role",
-                "gap closed (median)",
-                "gap too small on",
+                "gap closed (median ± se)",
+                "gap not measurable on",
                 "benchmarks scored",
                 "more harmful than base on",
             ],  # fmt: skip
@@ -126,6 +126,11 @@ def _after_audit(models: list[dict[str, Any]], phase: Phase) -> list[dict[str, A
 def _score(cell: dict[str, Any]) -> str:
     n = cell.get("n")
     return _plus_minus(cell["score"], cell.get("stderr")) + (f" (n={n})" if n else "")
+
+
+def _headline(median: float, headline: dict[str, Any] | None) -> str:
+    stderr = (headline or {}).get("stderr")
+    return f"{median:+.2f}" + (f" ± {stderr:.2f}" if stderr is not None else "")
 
 
 def _plus_minus(value: float, stderr: float | None) -> str:

@@ -24,7 +24,8 @@ def test_the_dashboard_shows_gap_closed_safety_flags_scores_and_correlations():
 
     summary, scores, correlations = evaluation_sections()
     (alice_row,) = [row for row in summary.rows if row[0] == "alice-1"]
-    assert alice_row[2] == "+0.50"  # median of gsm8k 0.75 and mmlu 0.25
+    # median of gsm8k 0.75 and mmlu 0.25; each closes its gap ± 0.01 / 0.4, their mean ± 0.018
+    assert alice_row[2] == "+0.50 ± 0.02"
     assert alice_row[5] == "strongreject"  # less safe than the base model
     assert scores.columns[1:] == [row[0] for row in summary.rows] + ["judge"]
     (gsm8k,) = [row for row in scores.rows if row[0] == "gsm8k"]
