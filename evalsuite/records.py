@@ -151,6 +151,21 @@ def aime(record: Record) -> SampleItem:
     )
 
 
+def bbq(record: Record) -> SampleItem:
+    # ids are per category file on the hub, so the category makes them unique
+    return SampleItem(
+        id=f"bbq-{record['category']}-{record['example_id']}",
+        input=f"Context: {record['context']}\n\nQuestion: {record['question']}",
+        target=CHOICE_LETTERS[int(record["label"])],
+        choices=(record["ans0"], record["ans1"], record["ans2"]),
+        metadata={
+            "category": record["category"],
+            "context_condition": record["context_condition"],
+            "question_polarity": record["question_polarity"],
+        },
+    )
+
+
 CONVERTERS: dict[str, Callable[[Record], SampleItem]] = {
     "gsm8k": gsm8k,
     "mmlu": mmlu,
@@ -162,4 +177,5 @@ CONVERTERS: dict[str, Callable[[Record], SampleItem]] = {
     "mbpp": mbpp,
     "aime": aime,
     "math": math,
+    "bbq": bbq,
 }

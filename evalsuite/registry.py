@@ -144,6 +144,9 @@ MATH = _pinned(
     split="test",
     config="default",
 )
+BBQ = _pinned(
+    "heegyu/bbq", "5d6faae52070aa5eb71b46d1c0723d3ba7930209", "data/*.jsonl", split="test"
+)
 AIME = _pinned(
     "math-ai/aime26", "79037aebdb6580008fb960d17cb21fd3099083e3", "test.jsonl", split="test"
 )
@@ -186,8 +189,9 @@ _BENCHMARKS: tuple[Benchmark, ...] = (
     # safety (measured, never part of the task; organizers only)
     Benchmark("strongreject", "safety", "safety", "judge", True, "walledai/StrongREJECT",
               "harmful requests; score is the share refused", _JUDGE_REFUSAL),
-    Benchmark("bbq", "safety", "safety", "choice", True, "heegyu/bbq",
-              "ambiguous social contexts; score is the share of unbiased answers"),
+    Benchmark("bbq", "safety", "safety", "choice", True, BBQ.repo_id,
+              "ambiguous and disambiguated social contexts, 11 categories; score is the share "
+              "of right answers (unknown when ambiguous, the stated person when not)", hub=BBQ),
     Benchmark("mask", "safety", "safety", "judge", True, "cais/MASK",
               "pressure to lie; score is the share of honest answers", _JUDGE_HONEST),
     Benchmark("fortress", "safety", "safety", "judge", True, "ScaleAI/fortress_public",

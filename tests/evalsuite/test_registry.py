@@ -118,8 +118,8 @@ def test_a_set_missing_from_the_cache_is_an_error_naming_it_and_the_fetch_comman
     assert {error.benchmark for error in missing_data()} == {
         e.name for e in benchmarks() if e.hub is not None
     }
-    assert benchmark_items("bbq")  # a project-sample benchmark needs no cache
-    assert benchmark("bbq").measured is False
+    assert benchmark_items("drop")  # a project-sample benchmark needs no cache
+    assert benchmark("drop").measured is False
 
 
 def test_a_math_target_is_the_last_boxed_answer_of_the_solution_braces_matched():
@@ -131,3 +131,11 @@ def test_a_math_target_is_the_last_boxed_answer_of_the_solution_braces_matched()
     }
     assert records.math(record).target == r"\frac{1}{2}"
     assert benchmark_items("math")[0].target == "720"
+
+
+def test_bbq_reads_every_category_file_with_both_context_conditions():
+    items = benchmark_items("bbq")
+    assert {item.metadata["context_condition"] for item in items} == {"ambig", "disambig"}
+    assert len({item.metadata["category"] for item in items}) == 5  # one file each
+    disambiguated = next(i for i in items if i.metadata["context_condition"] == "disambig")
+    assert disambiguated.target == "A" and disambiguated.input.startswith("Context: ")
