@@ -35,3 +35,20 @@ def test_correlate_lines_models_up_by_name_and_changes_subtract():
     assert result.models == ["a", "b", "c"] and result.n == 3
     assert result.rho == pytest.approx(1.0)
     assert changes({"a": 1.0, "b": 2.0}, {"a": 1.5, "c": 0.0}) == {"a": 0.5}
+
+
+def test_the_bootstrap_computes_every_resample_as_scipy_would():
+    from scipy import stats
+
+    from evalsuite.correlations import _spearman_rows
+
+    rng = np.random.default_rng(5)
+    xs = rng.integers(0, 4, size=(200, 7)).astype(float)  # many ties, some constant rows
+    ys = rng.normal(size=(200, 7))
+    ys[:5] = 1.0
+    rows = _spearman_rows(xs, ys)
+    for x, y, value in zip(xs, ys, rows, strict=True):
+        if np.ptp(x) == 0 or np.ptp(y) == 0:
+            assert np.isnan(value)
+        else:
+            assert value == pytest.approx(stats.spearmanr(x, y).statistic)
