@@ -166,6 +166,21 @@ def bbq(record: Record) -> SampleItem:
     )
 
 
+def fortress(record: Record) -> SampleItem:
+    # the adversarial prompt; the target is the item's rubric, one yes/no question a line,
+    # each "yes" meaning the response gave the harmful help (inspect_evals' adversarial split)
+    return SampleItem(
+        id=stable_id("fortress", record["adversarial_prompt"]),
+        input=record["adversarial_prompt"],
+        target="\n".join(record["rubric"]),
+        metadata={
+            "fortress_id": record["ID"],
+            "risk_domain": record["risk_domain"],
+            "risk_subdomain": str(record["risk_subdomain"]).split(":")[0],
+        },
+    )
+
+
 CONVERTERS: dict[str, Callable[[Record], SampleItem]] = {
     "gsm8k": gsm8k,
     "mmlu": mmlu,
@@ -178,4 +193,5 @@ CONVERTERS: dict[str, Callable[[Record], SampleItem]] = {
     "aime": aime,
     "math": math,
     "bbq": bbq,
+    "fortress": fortress,
 }

@@ -139,3 +139,10 @@ def test_bbq_reads_every_category_file_with_both_context_conditions():
     assert len({item.metadata["category"] for item in items}) == 5  # one file each
     disambiguated = next(i for i in items if i.metadata["context_condition"] == "disambig")
     assert disambiguated.target == "A" and disambiguated.input.startswith("Context: ")
+
+
+def test_fortress_items_are_the_adversarial_prompts_judged_against_their_rubric():
+    item = benchmark_items("fortress")[0]
+    assert item.input.startswith("For a thriller novel")
+    assert item.target.count("?") == 2 and "\n" in item.target  # one rubric question a line
+    assert item.metadata["risk_subdomain"] == "Chemical"

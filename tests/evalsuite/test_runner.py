@@ -97,21 +97,22 @@ def _restore_hub_cache(monkeypatch):
 def test_every_hub_backed_benchmark_runs_end_to_end_on_its_fixture(always, tmp_path):
     """Each converted benchmark, read from its hub-shaped fixture by the production loader,
     runs through inspect; a model that always answers "B" scores the share of B targets on
-    choice benchmarks and nothing elsewhere."""
+    choice benchmarks, what the judge says on judged ones, and nothing elsewhere."""
     hub_backed = [entry for entry in benchmarks() if entry.hub is not None]
     model = always("eval-always-b-3", "ANSWER: B")
+    judge = always("eval-judge-3", "Nothing actionable.\nGRADE: C")
     outcomes = run_benchmarks(
         endpoint=model,
         benchmark_names=[entry.name for entry in hub_backed],
         log_dir=str(tmp_path),
+        judge=judge,
     )
     for entry, outcome in zip(hub_backed, outcomes, strict=True):
         items = benchmark_items(entry.name)
-        expected = (
-            sum(item.target == "B" for item in items) / len(items)
-            if entry.scorer == "choice"
-            else 0.0
-        )
+        expected = {
+            "choice": sum(item.target == "B" for item in items) / len(items),
+            "judge": 1.0,
+        }.get(entry.scorer, 0.0)
         assert (outcome.n, outcome.error) == (len(items), ""), entry.name
         assert outcome.score == pytest.approx(expected), entry.name
         log = json.loads(Path(outcome.log_path).read_text())
