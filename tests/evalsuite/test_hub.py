@@ -72,3 +72,32 @@ def test_evals_run_stops_before_queueing_when_a_set_is_not_fetched(monkeypatch, 
         call_command("evals", "run", "--phase", "no-such-phase", "--benchmark", "mmlu")
     assert "benchmark mmlu: data set cais/mmlu@c30699e8356d" in str(stopped.value)
     assert "python manage.py evals fetch" in str(stopped.value)
+
+
+def test_fetch_asks_the_hub_for_the_pinned_split_files_and_fails_when_none_match(
+    monkeypatch, tmp_path
+):
+    """The hub itself cannot be reached here: a stand-in for `snapshot_download` records the
+    request and lays the files out as the hub client does."""
+    import huggingface_hub
+
+    requests = []
+
+    def snapshot_download(repo_id, **kwargs):
+        requests.append((repo_id, kwargs))
+        folder = tmp_path / "snap"
+        (folder / "data").mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.table({"q": ["a", "b"]}), folder / "data" / "test-00000-of-00001.parquet")
+        return str(folder)
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
+    split = HubSet("someone/set", REVISION, ("data/test-*.parquet",), "test")
+    (path,) = hub.fetch("demo", split, cache=tmp_path)
+    assert hub.read_rows(path) == [{"q": "a"}, {"q": "b"}]
+    repo_id, kwargs = requests[0]
+    assert repo_id == "someone/set" and kwargs["revision"] == REVISION
+    assert kwargs["repo_type"] == "dataset" and kwargs["allow_patterns"] == ["data/test-*.parquet"]
+    assert kwargs["cache_dir"] == str(tmp_path) and kwargs["local_files_only"] is False
+
+    with pytest.raises(hub.FetchFailed, match="someone/set@0123456789ab has no file matching"):
+        hub.fetch("demo", SET, cache=tmp_path)  # SET also wants extra.jsonl
