@@ -64,37 +64,63 @@ def _signed(value: float, stderr: float | None) -> str:
     return f"{value:+.3f}" + (f" ± {stderr:.3f}" if stderr is not None else "")
 
 
-def _rho(value: dict[str, Any]) -> str:
-    if value["rho"] is None:
-        return f"ρ n/a (n={value['n']})"
-    low, high = value["ci"]
-    interval = "" if low is None else f" [{low:+.2f}, {high:+.2f}]"
-    return f"ρ {value['rho']:+.2f}{interval} (n={value['n']})"
+CORRELATION_COLUMNS = ["phase", "between", "ρ", "95% bootstrap interval", "models"]
+PER_PHASE = ("gpu_hours_vs_rating", "gpu_hours_vs_gap_closed", "gap_closed_vs_rating_style",
+             "gap_closed_vs_rating_raw")  # fmt: skip
+PHASE_CHANGES = ("gap_closed_change_vs_rating_change", "gpu_hours_change_vs_rating_change")
+
+
+def _rho_cells(value: dict[str, Any]) -> list[str]:
+    rho = value.get("rho")
+    low, high = value.get("ci") or [None, None]
+    interval = f"[{low:+.2f}, {high:+.2f}]" if low is not None and high is not None else ""
+    return ["" if rho is None else f"{rho:+.2f}", interval, str(value.get("n", ""))]
+
+
+def correlation_rows(report: dict[str, Any]) -> list[list[str]]:
+    """The correlations report as table rows (`CORRELATION_COLUMNS`); ρ blank when it cannot
+    be computed (fewer than three models, or no spread)."""
+    rows = []
+    for label, measures in report["phases"].items():
+        for name in PER_PHASE:
+            rows.append([label, name.replace("_", " "), *_rho_cells(measures[name])])
+        for benchmark, value in measures["benchmark_vs_rating"].items():
+            rows.append([label, f"{benchmark} vs rating style", *_rho_cells(value)])
+        if measures["longer_answer_share"] is not None:
+            share = measures["longer_answer_share"]
+            rows.append([label, "decisive votes won by the longer answer", f"{share:.0%}", "", ""])
+    changes = report.get("phase_changes")
+    if changes:
+        for name in PHASE_CHANGES:
+            rows.append(["phase 1 → 2", name.replace("_", " "), *_rho_cells(changes[name])])
+    return rows
+
+
+def correlation_note(report: dict[str, Any]) -> str:
+    study = report["study"]
+    references = ", ".join(
+        f"{label}: {measures['rating_reference'] or 'not rated'}"
+        for label, measures in report["phases"].items()
+    )
+    moved = ", ".join(
+        f"{agent} {value:+.0f}"
+        for agent, value in (report.get("phase_changes") or {})
+        .get("rating_style_change", {})
+        .items()
+    )
+    return (
+        "Agent models only. Rating changes are each agent's rating minus the instruct"
+        f" reference's in the same phase ({references}), phase 2 minus phase 1"
+        + (f": {moved}" if moved else "")
+        + f". The study: WildBench vs rating ρ = {study['wildbench_vs_rating']:+.2f}; benchmark"
+        f" change vs rating change ρ = {study['benchmark_change_vs_rating_change']:+.2f}."
+    )
 
 
 def correlation_lines(report: dict[str, Any]) -> list[str]:
-    study = report["study"]
-    lines = ["# Correlations (Spearman ρ over agent models, 95% bootstrap interval)", ""]
-    for label, measures in report["phases"].items():
-        lines.append(f"## {label} (ratings relative to {measures['rating_reference'] or '?'})")
-        for name in ("gpu_hours_vs_rating", "gpu_hours_vs_gap_closed",
-                     "gap_closed_vs_rating_style", "gap_closed_vs_rating_raw"):  # fmt: skip
-            lines.append(f"  {name.replace('_', ' '):<34} {_rho(measures[name])}")
-        for benchmark, value in measures["benchmark_vs_rating"].items():
-            lines.append(f"  {benchmark + ' vs rating style':<34} {_rho(value)}")
-        if measures["longer_answer_share"] is not None:
-            lines.append(f"  decisive votes won by the longer answer: "
-                         f"{measures['longer_answer_share']:.0%}")  # fmt: skip
-        lines.append("")
-    changes = report.get("phase_changes")
-    if changes:
-        lines.append("## phase 1 → 2 (ratings minus the instruct reference's in each phase)")
-        for name in ("gap_closed_change_vs_rating_change", "gpu_hours_change_vs_rating_change"):
-            lines.append(f"  {name.replace('_', ' '):<34} {_rho(changes[name])}")
-        moved = ", ".join(f"{a} {v:+.0f}" for a, v in changes["rating_style_change"].items())
-        lines += [f"  rating changes: {moved or 'none (instruct reference not rated)'}", ""]
-    lines.append(
-        f"The study: WildBench vs rating ρ = {study['wildbench_vs_rating']:+.2f}; benchmark"
-        f" change vs rating change ρ = {study['benchmark_change_vs_rating_change']:+.2f}."
-    )
-    return lines
+    lines = ["# Correlations (Spearman ρ, 95% bootstrap interval)", ""]
+    for phase, between, rho, interval, n in correlation_rows(report):
+        correlation = f"ρ {rho} {interval} (n={n})" if rho else f"ρ n/a (n={n})"
+        shown = rho if n == "" else correlation  # n is blank on the longer-answer share
+        lines.append(f"  {phase:<12} {between:<40} {shown}")
+    return [*lines, "", correlation_note(report)]

@@ -13,6 +13,7 @@ from arena.competition.models import Competition, Phase
 from evalsuite.analyses import correlations_report, phase_inputs
 from evalsuite.metrics import MEASURABLE_Z
 from evalsuite.models import EvalRun
+from evalsuite.report_text import CORRELATION_COLUMNS, correlation_note, correlation_rows
 from evalsuite.selectors import phase_report
 from frontend.organizer import OrganizerSection
 from frontend.plots import scatter_svg
@@ -147,30 +148,12 @@ def _judges(models: list[dict[str, Any]], benchmark: str) -> str:
 
 def _correlations_section(competition: Competition) -> OrganizerSection:
     report = correlations_report(competition, rounds=CORRELATION_ROUNDS)
-    rows = []
-    for label, measures in report["phases"].items():
-        for name in ("gpu_hours_vs_rating", "gpu_hours_vs_gap_closed",
-                     "gap_closed_vs_rating_style", "gap_closed_vs_rating_raw"):  # fmt: skip
-            rows.append([label, name.replace("_", " "), *_rho(measures[name])])
-        for benchmark, value in measures["benchmark_vs_rating"].items():
-            rows.append([label, f"{benchmark} vs rating style", *_rho(value)])
-        if measures["longer_answer_share"] is not None:
-            share = measures["longer_answer_share"]
-            rows.append([label, "decisive votes won by the longer answer", f"{share:.0%}", "", ""])
-    changes = report.get("phase_changes")
-    if changes:
-        for name in ("gap_closed_change_vs_rating_change", "gpu_hours_change_vs_rating_change"):
-            rows.append(["phase 1 → 2", name.replace("_", " "), *_rho(changes[name])])
-    study = report["study"]
     return OrganizerSection(
         title=f"Correlations, {competition.name} (Spearman ρ)",
-        columns=["phase", "between", "ρ", "95% bootstrap interval", "models"],
-        rows=rows,
-        note="Agent models only; ρ is left blank with fewer than three models or no spread."
-        " Rating changes are each agent's rating minus the instruct reference's in the same"
-        " phase, phase 2 minus phase 1 (each phase's ratings are centred on that phase)."
-        f" The study: WildBench vs rating ρ = {study['wildbench_vs_rating']:+.2f}, benchmark"
-        f" change vs rating change ρ = {study['benchmark_change_vs_rating_change']:+.2f}.",
+        columns=CORRELATION_COLUMNS,
+        rows=correlation_rows(report),
+        note="ρ is left blank with fewer than three models or no spread. "
+        + correlation_note(report),
         svg="".join(_progress_vs_rating(phase) for phase in competition.phases.order_by("number")),
     )
 
@@ -190,13 +173,6 @@ def _progress_vs_rating(phase: Phase) -> str:
         x_label="gap closed (median)",
         y_label="rating (style-controlled)",
     )
-
-
-def _rho(value: dict[str, Any]) -> list[str]:
-    rho = value.get("rho")
-    low, high = value.get("ci") or [None, None]
-    interval = f"[{low:+.2f}, {high:+.2f}]" if low is not None and high is not None else ""
-    return ["" if rho is None else f"{rho:+.2f}", interval, str(value.get("n", ""))]
 
 
 def audit_sections() -> list[OrganizerSection]:

@@ -3,7 +3,9 @@
 A report reads the ledgers and records as they stood at the end of the day (in the site's
 time zone): jobs that ran or were submitted that day with their GPU-hours, GPU-hours used and
 left in the account's budget period, LLM API spend from the proxy's call log, and the data,
-checkpoints and nominations registered that day. It writes nothing to the database.
+checkpoints and nominations registered that day. The index adds the study's analyses of every
+competition with evaluation results, as they stand when the reports are written. It writes
+nothing to the database.
 """
 
 from __future__ import annotations
@@ -20,7 +22,10 @@ from django.template import Context, Engine
 from django.utils import timezone
 
 from agents.models import Agent, Checkpoint, DataRecord, Nomination, ProxyCall
+from arena.competition.models import Competition
 from cluster.models import ClusterAccount, Job, JobSegment
+from evalsuite.analyses import correlations_report
+from evalsuite.report_text import CORRELATION_COLUMNS, correlation_note, correlation_rows
 
 
 @dataclass(frozen=True)
@@ -232,6 +237,25 @@ def daily_reports(*, day: dt.date) -> list[AgentDay]:
     return [agent_day(agent, day) for agent in Agent.objects.order_by("name")]
 
 
+@dataclass(frozen=True)
+class Analyses:
+    """One competition's correlations (Spearman ρ) as table rows (`CORRELATION_COLUMNS`)."""
+
+    competition: str
+    rows: list[list[str]]
+    note: str
+
+
+def competition_analyses() -> list[Analyses]:
+    """The analyses of every competition with evaluation results, newest competition first."""
+    out = []
+    competitions = Competition.objects.filter(phases__eval_runs__isnull=False).distinct()
+    for competition in competitions.order_by("-created_at"):
+        report = correlations_report(competition)
+        out.append(Analyses(competition.name, correlation_rows(report), correlation_note(report)))
+    return out
+
+
 # -- rendering -------------------------------------------------------------------------------
 
 
@@ -379,6 +403,11 @@ table{border-collapse:collapse;width:100%}th,td{border:1px solid #ccc;padding:.2
 <td>{{ r.data|length }}</td><td>{{ r.checkpoints|length }}</td><td>{{ r.nominations|length }}</td>
 <td><a href="{{ r.agent }}.html">HTML</a> · <a href="{{ r.agent }}.md">Markdown</a></td></tr>
 {% endfor %}</table>{% else %}<p>No agents.</p>{% endif %}
+{% for a in analyses %}<h2>Analyses, {{ a.competition }} (Spearman ρ)</h2>
+<table><tr>{% for c in columns %}<th>{{ c }}</th>{% endfor %}</tr>
+{% for row in a.rows %}<tr>{% for cell in row %}<td>{{ cell }}</td>{% endfor %}</tr>
+{% endfor %}</table><p>{{ a.note }}</p>
+{% endfor %}
 </body></html>
 """
 )
@@ -388,7 +417,9 @@ def report_html(report: AgentDay) -> str:
     return _HTML.render(Context({"r": report}))
 
 
-def index_markdown(day: dt.date, reports: list[AgentDay]) -> str:
+def index_markdown(
+    day: dt.date, reports: list[AgentDay], analyses: list[Analyses] | None = None
+) -> str:
     lines = [f"# Daily reports — {day.isoformat()}", ""]
     lines += _md_table(
         ["agent", "jobs", "GPU-h this day", "GPU-h left", "API spend this day", "API credit left",
@@ -400,6 +431,10 @@ def index_markdown(day: dt.date, reports: list[AgentDay]) -> str:
             for r in reports
         ],
     )  # fmt: skip
+    for a in analyses or []:
+        lines += [f"## Analyses, {a.competition} (Spearman ρ)", ""]
+        lines += _md_table(CORRELATION_COLUMNS, a.rows)  # type: ignore[arg-type]
+        lines += [a.note, ""]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -431,10 +466,13 @@ def reports_write(
                 f"[{number}/{len(agents)}] {agent.name}: {len(report.jobs)} jobs, "
                 f"{report.gpu_hours_day:.2f} GPU-h, ${report.api_spend_day:.2f} API"
             )
-    for name, text in (
-        ("index.md", index_markdown(day, reports)),
-        ("index.html", _INDEX_HTML.render(Context({"day": day, "reports": reports}))),
-    ):
+    analyses = competition_analyses()
+    index_html = _INDEX_HTML.render(
+        Context({"day": day, "reports": reports, "analyses": analyses,
+                 "columns": CORRELATION_COLUMNS})
+    )  # fmt: skip
+    for name, text in (("index.md", index_markdown(day, reports, analyses)),
+                       ("index.html", index_html)):  # fmt: skip
         (out / name).write_text(text, encoding="utf-8")
         written.append(out / name)
     return written
