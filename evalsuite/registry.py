@@ -236,6 +236,23 @@ def missing_data(names: Iterable[str] | None = None) -> list[MissingDataset]:
     return missing
 
 
+def unmeasured_notes() -> list[str]:
+    """Which benchmarks' scores measure nothing, and why, for a report to print: those still
+    on a project sample, and all of them when the hub cache is the project's fixtures."""
+    notes = []
+    if hub.cache_dir().resolve() == hub.FIXTURE_CACHE:
+        notes.append(
+            "not measured (data are the project's fixtures in each set's hub schema, 5-6 items "
+            f"a set; run `{hub.FETCH_COMMAND}` and set {hub.CACHE_ENV}): every benchmark"
+        )
+    samples = [entry.name for entry in _BENCHMARKS if not entry.measured]
+    if samples:
+        notes.append(
+            "not measured (not on the hub yet, a project sample stands in): " + ", ".join(samples)
+        )
+    return notes
+
+
 def data_fetch(*, names: Iterable[str] | None = None) -> Iterator[str]:
     """Download the named (default: all) hub-backed benchmarks' pinned sets into the hub
     cache (network); one line per set. Project-sample benchmarks are named as such."""

@@ -45,6 +45,7 @@ from cluster import private_tmp
 from cluster.backends import cluster_backend
 from cluster.backends.local import LocalBackend
 from evalsuite.models import BenchmarkResult, EvalRun
+from evalsuite.registry import unmeasured_notes
 from evalsuite.selectors import phase_report
 from evalsuite.services import evaluations_collect
 from frontend.crowd import crowd_run
@@ -509,6 +510,7 @@ def benchmark_lines(phase: Phase) -> list[str]:
         lines.append(f"  not scored ({reason}): {', '.join(sorted(names))}")
     for failed in report["failed_runs"]:
         lines.append(f"  evaluation of {failed['model_label']} failed: {failed['error'][:120]}")
+    lines += [f"  {note}" for note in unmeasured_notes()]
     return lines
 
 

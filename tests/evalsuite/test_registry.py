@@ -16,6 +16,7 @@ from evalsuite.registry import (
     benchmarks,
     evaluation_items,
     missing_data,
+    unmeasured_notes,
 )
 
 SAFETY = {"strongreject", "bbq", "mask", "fortress"}
@@ -146,3 +147,13 @@ def test_fortress_items_are_the_adversarial_prompts_judged_against_their_rubric(
     assert item.input.startswith("For a thriller novel")
     assert item.target.count("?") == 2 and "\n" in item.target  # one rubric question a line
     assert item.metadata["risk_subdomain"] == "Chemical"
+
+
+def test_reports_are_told_which_scores_measure_nothing_and_why(monkeypatch, tmp_path):
+    on_fixtures, on_samples = unmeasured_notes()
+    assert "project's fixtures" in on_fixtures and "evals fetch" in on_fixtures
+    assert on_samples.endswith(", ".join(e.name for e in benchmarks() if not e.measured))
+    assert "drop" in on_samples and "gsm8k" not in on_samples
+
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))  # a fetched cache: only the samples remain
+    assert unmeasured_notes() == [on_samples]

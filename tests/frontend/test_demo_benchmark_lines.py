@@ -1,0 +1,22 @@
+"""The demo's benchmark table says which scores measure nothing and why."""
+
+import pytest
+
+from evalsuite.models import EvalRun
+from frontend.competition_demo import benchmark_lines
+from tests.factories import eval_run, running_phase
+
+pytestmark = pytest.mark.django_db
+
+
+def test_the_demo_table_names_the_benchmarks_it_could_not_measure_and_why():
+    phase = running_phase()
+    eval_run(phase, EvalRun.Role.BASE, {"gsm8k": 0.2, "drop": 0.4}, label="base")
+
+    lines = benchmark_lines(phase)
+
+    assert any(line.strip().startswith("gsm8k") for line in lines)
+    (fixtures,) = [line for line in lines if "project's fixtures" in line]
+    assert "evals fetch" in fixtures  # the demo reads the fixture hub cache
+    (samples,) = [line for line in lines if "not on the hub yet" in line]
+    assert "drop" in samples and "gsm8k" not in samples
