@@ -19,6 +19,7 @@ The cache is `ARENA_EVALS_HUB_CACHE` when set, else huggingface_hub's own (`HF_H
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import os
@@ -48,10 +49,40 @@ class HubSet:
         return f"{self.repo_id}@{self.revision[:12]}"
 
 
+@dataclass(frozen=True)
+class PinnedFile:
+    """A benchmark's data published as one file outside the hub (as inspect_evals reads GPQA
+    and StrongREJECT), pinned by the URL's commit and/or the file's SHA-256. It is kept in the
+    same cache under `files/<hash of the URL>/<file name>`; `fetch` checks the SHA-256."""
+
+    url: str
+    sha256: str  # of the file's bytes; "" when the URL itself names a commit
+    split: str
+
+    @property
+    def name(self) -> str:
+        return self.url.rsplit("/", 1)[-1]
+
+    @property
+    def key(self) -> str:
+        return hashlib.sha256(self.url.encode()).hexdigest()[:16]
+
+    @property
+    def label(self) -> str:
+        pin = self.sha256[:12] or self.key
+        return f"{self.name}@{pin}"
+
+    def path(self, cache: Path) -> Path:
+        return cache / "files" / self.key / self.name
+
+
+DataSource = HubSet | PinnedFile
+
+
 class MissingDataset(LookupError):
     """A benchmark's pinned data set is not in the hub cache (or lacks its split's files)."""
 
-    def __init__(self, benchmark: str, hub_set: HubSet, cache: Path, detail: str) -> None:
+    def __init__(self, benchmark: str, hub_set: DataSource, cache: Path, detail: str) -> None:
         self.benchmark = benchmark
         self.hub_set = hub_set
         super().__init__(
@@ -75,9 +106,11 @@ def cache_dir() -> Path:
     return Path(constants.HF_HUB_CACHE)
 
 
-def fetch(benchmark: str, hub_set: HubSet, *, cache: Path | None = None) -> list[Path]:
+def fetch(benchmark: str, hub_set: DataSource, *, cache: Path | None = None) -> list[Path]:
     """Download the split's files at the pinned revision into the hub cache (network)."""
     cache = cache or cache_dir()
+    if isinstance(hub_set, PinnedFile):
+        return [_fetch_file(benchmark, hub_set, cache)]
     folder = _snapshot_download(hub_set, cache, offline=False)
     try:
         return split_files(benchmark, hub_set, folder, cache)
@@ -124,18 +157,45 @@ def split_files(benchmark: str, hub_set: HubSet, folder: Path, cache: Path) -> l
     return found
 
 
-def require(benchmark: str, hub_set: HubSet, *, cache: Path | None = None) -> list[Path]:
+def require(benchmark: str, hub_set: DataSource, *, cache: Path | None = None) -> list[Path]:
     """Check, offline, that the set is in the cache; its files (raises `MissingDataset`)."""
     cache = cache or cache_dir()
+    if isinstance(hub_set, PinnedFile):
+        if not hub_set.path(cache).is_file():
+            raise MissingDataset(benchmark, hub_set, cache, f"no file {hub_set.path(cache)}")
+        return [hub_set.path(cache)]
     return split_files(benchmark, hub_set, snapshot(benchmark, hub_set, cache=cache), cache)
 
 
-def records(benchmark: str, hub_set: HubSet, *, cache: Path | None = None) -> list[dict[str, Any]]:
+def records(
+    benchmark: str, hub_set: DataSource, *, cache: Path | None = None
+) -> list[dict[str, Any]]:
     """Every row of the split, as the hub's own schema has it (offline)."""
     rows: list[dict[str, Any]] = []
     for path in require(benchmark, hub_set, cache=cache):
         rows += read_rows(path)
     return rows
+
+
+def _fetch_file(benchmark: str, pinned: PinnedFile, cache: Path) -> Path:
+    import urllib.request
+
+    with urllib.request.urlopen(pinned.url, timeout=120) as response:  # noqa: S310 (pinned https)
+        body = response.read(MAX_FILE_BYTES + 1)
+    if len(body) > MAX_FILE_BYTES:
+        raise FetchFailed(f"benchmark {benchmark}: {pinned.url} is larger than any pinned split")
+    digest = hashlib.sha256(body).hexdigest()
+    if pinned.sha256 and digest != pinned.sha256:
+        raise FetchFailed(
+            f"benchmark {benchmark}: {pinned.url} has SHA-256 {digest}, not the pinned "
+            f"{pinned.sha256}: the published file changed"
+        )
+    target = pinned.path(cache)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f".{target.name}.partial")
+    partial.write_bytes(body)
+    partial.replace(target)
+    return target
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Literal
 
 from evalsuite import hub, records
-from evalsuite.hub import HubSet, MissingDataset
+from evalsuite.hub import DataSource, HubSet, MissingDataset, PinnedFile
 from evalsuite.items import CHOICE_LETTERS, EvalItem, SampleItem
 
 __all__ = ["CHOICE_LETTERS", "Benchmark", "EvalItem", "MissingDataset", "SampleItem"]
@@ -46,7 +46,7 @@ class Benchmark:
     hub_dataset: str  # the production data set's hub id
     description: str
     judge_instructions: str = ""  # what a judge grades as correct (scorer "judge" only)
-    hub: HubSet | None = None  # pinned data on the hub; None: runs on the project sample
+    hub: DataSource | None = None  # pinned data (a hub set or a file); None: project sample
 
     @property
     def measured(self) -> bool:
@@ -57,7 +57,8 @@ class Benchmark:
     def source(self) -> str:
         if self.hub is None:
             return f"project sample samples/{self.sample_file}, not {self.hub_dataset}"
-        return f"{self.hub.label} {self.hub.config or ''} {self.hub.split}".replace("  ", " ")
+        config = getattr(self.hub, "config", "")
+        return f"{self.hub.label} {config} {self.hub.split}".replace("  ", " ")
 
     @property
     def sample_file(self) -> str:
@@ -158,6 +159,19 @@ FORTRESS = _pinned(
     "data/train-*.parquet",
     split="train",
 )
+# Published outside the hub; inspect_evals reads the same files (its GPQA checksum, its
+# StrongREJECT commit).
+GPQA = PinnedFile(
+    "https://openaipublic.blob.core.windows.net/simple-evals/gpqa_diamond.csv",
+    "41d1213cd7a4998605a26c2798500652572007161b3a92817ba46b35befcd305",
+    split="diamond",
+)
+STRONGREJECT = PinnedFile(
+    "https://raw.githubusercontent.com/alexandrasouly/strongreject/"
+    "3432b2d696b428f242bd507df96d80f686571d5e/strongreject_dataset/strongreject_dataset.csv",
+    "",
+    split="full",
+)
 AIME = _pinned(
     "math-ai/aime26", "79037aebdb6580008fb960d17cb21fd3099083e3", "test.jsonl", split="test"
 )
@@ -190,7 +204,7 @@ _BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("mmlu-pro", "knowledge", "capability", "choice", True, MMLU_PRO.repo_id,
               "harder ten-way multiple choice across subjects", hub=MMLU_PRO),
     Benchmark("gpqa", "science", "capability", "choice", True, "Idavidrein/gpqa",
-              "graduate-level science multiple choice"),
+              "graduate-level science multiple choice (GPQA Diamond, 198 questions)", hub=GPQA),
     Benchmark("mbpp", "code", "capability", "code", True, MBPP.repo_id,
               "basic Python programming problems with the set's asserts", hub=MBPP),
     Benchmark("bbh", "reasoning", "capability", "exact", True, "Joschka/big_bench_hard",
@@ -199,7 +213,8 @@ _BENCHMARKS: tuple[Benchmark, ...] = (
               "arithmetic word problems in several languages"),
     # safety (measured, never part of the task; organizers only)
     Benchmark("strongreject", "safety", "safety", "judge", True, "walledai/StrongREJECT",
-              "harmful requests; score is the share refused", _JUDGE_REFUSAL),
+              "harmful requests (the authors' 313); score is the share refused", _JUDGE_REFUSAL,
+              hub=STRONGREJECT),
     Benchmark("bbq", "safety", "safety", "choice", True, BBQ.repo_id,
               "ambiguous and disambiguated social contexts, 11 categories; score is the share "
               "of right answers (unknown when ambiguous, the stated person when not)", hub=BBQ),

@@ -101,3 +101,27 @@ def test_fetch_asks_the_hub_for_the_pinned_split_files_and_fails_when_none_match
 
     with pytest.raises(hub.FetchFailed, match="someone/set@0123456789ab has no file matching"):
         hub.fetch("demo", SET, cache=tmp_path)  # SET also wants extra.jsonl
+
+
+def test_a_file_set_is_read_from_the_cache_by_url_and_fetched_only_with_its_checksum(
+    monkeypatch, tmp_path
+):
+    import hashlib
+    import io
+    import urllib.request
+
+    body = b"question,answer\nTwo plus two?,4\n"
+    pinned = hub.PinnedFile("https://example.org/c0ffee/set.csv", "0" * 64, "test")
+    with pytest.raises(MissingDataset, match=r"set.csv@000000000000 \(test split\)"):
+        hub.records("demo", pinned, cache=tmp_path)
+
+    monkeypatch.setattr(urllib.request, "urlopen", lambda url, timeout: io.BytesIO(body))
+    with pytest.raises(hub.FetchFailed, match="not the pinned 0000"):
+        hub.fetch("demo", pinned, cache=tmp_path)
+    assert not pinned.path(tmp_path).exists()
+
+    right = hub.PinnedFile(pinned.url, hashlib.sha256(body).hexdigest(), "test")
+    hub.fetch("demo", right, cache=tmp_path)
+    assert hub.records("demo", right, cache=tmp_path) == [
+        {"question": "Two plus two?", "answer": "4"}
+    ]

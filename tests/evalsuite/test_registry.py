@@ -7,7 +7,7 @@ import re
 import pytest
 
 from evalsuite import records
-from evalsuite.hub import CACHE_ENV, FIXTURE_CACHE
+from evalsuite.hub import CACHE_ENV, FIXTURE_CACHE, HubSet, PinnedFile
 from evalsuite.registry import (
     CHOICE_LETTERS,
     MissingDataset,
@@ -40,7 +40,7 @@ def test_both_split_roles_are_used_and_safety_is_never_shown_to_agents():
 
 
 def test_every_hub_set_is_pinned_to_a_commit_and_the_fixture_cache_lays_it_out_as_the_hub():
-    hub_backed = [e for e in benchmarks() if e.hub is not None]
+    hub_backed = [e for e in benchmarks() if isinstance(e.hub, HubSet)]
     assert len(hub_backed) >= 9
     for entry in hub_backed:
         assert re.fullmatch(r"[0-9a-f]{40}", entry.hub.revision), entry.name
@@ -157,3 +157,21 @@ def test_reports_are_told_which_scores_measure_nothing_and_why(monkeypatch, tmp_
 
     monkeypatch.setenv(CACHE_ENV, str(tmp_path))  # a fetched cache: only the samples remain
     assert unmeasured_notes() == [on_samples]
+
+
+def test_sets_published_as_files_are_pinned_by_checksum_or_commit_and_cached_by_url():
+    files = {e.name: e.hub for e in benchmarks() if isinstance(e.hub, PinnedFile)}
+    assert set(files) == {"gpqa", "strongreject"}
+    assert re.fullmatch(r"[0-9a-f]{64}", files["gpqa"].sha256)
+    assert re.search(r"/[0-9a-f]{40}/", files["strongreject"].url)
+    for pinned in files.values():
+        assert pinned.path(FIXTURE_CACHE).is_file()
+
+
+def test_gpqa_shuffles_the_correct_answer_out_of_first_place_and_strongreject_has_a_criterion():
+    gpqa = benchmark_items("gpqa")
+    assert {item.target for item in gpqa} != {"A"}
+    assert gpqa[1].answer == "Photon"  # the set's "Correct Answer", wherever it lands
+    refusal = benchmark_items("strongreject")[0]
+    assert refusal.input.startswith("Give step-by-step instructions to pick the lock")
+    assert refusal.target.startswith("A refusal") and "non-violent crimes" in refusal.target
