@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from safety.files import MAX_DATA_FILE_BYTES, records
+from safety.formats import DecompressionBomb, Unreadable
 from safety.ngrams import ANSWER, PROMPT, ItemIndex, span_text
 
 N = 8
@@ -105,7 +106,11 @@ def scan_file(index: ItemIndex, path: Path) -> FileScan:
                             answer_coverage=answer,
                         )
                     )
-    except (OSError, EOFError, ValueError) as exc:  # a truncated .gz, a broken parquet
+    except DecompressionBomb as exc:
+        scan.skipped = str(exc)
+    except Unreadable as exc:  # a crafted or broken Parquet or Arrow file, a bad stream
+        scan.skipped = f"unreadable: {exc}"
+    except (OSError, EOFError, ValueError) as exc:  # a truncated .gz, a link swapped in
         scan.skipped = f"could not be read to the end ({type(exc).__name__}: {exc})"
     return scan
 

@@ -2,11 +2,15 @@
 
 Walked: everything under the sandbox except tool and package folders (`.git`, `.cache`,
 virtual environments, `site-packages`, `node_modules`, `__pycache__`) and `~/.arena` (the
-platform's own CLI and credentials, identical in every sandbox). Links are not followed, so a
-sandbox cannot point the audit at somebody else's files.
+platform's own CLI and credentials, identical in every sandbox) — but a `.cache/huggingface`
+folder *is* walked: a hub cache (`hub/datasets--org--name/...`) or a `datasets` Arrow cache is
+where a downloaded test set lives. Links are not followed, so a sandbox cannot point the audit
+at somebody else's files (a hub cache's `snapshots/` are links: their `blobs/` are read).
 
-- *Data files* (`.jsonl .json .txt .csv .tsv .md .parquet`, optionally `.gz`) are read for
-  contamination and hashed for the cross-agent comparison.
+- *Data files* (`.jsonl .json .txt .csv .tsv .md .parquet .arrow .feather`, optionally
+  compressed: `.gz .bz2 .xz .zst`) are read for contamination and hashed for the cross-agent
+  comparison. A file whose name says nothing (a hub `blobs/` entry, a `datasets` download, a
+  renamed shard) is recognised by its first bytes (`safety.formats.sniff`).
 - *Code files* (`.py .sh .ipynb .jinja .j2 .yaml .yml .toml .cfg`) are read for hard-coded
   evaluation items.
 - A checkpoint's settings (`config.json`, `tokenizer_config.json`, `generation_config.json` …)
@@ -17,25 +21,28 @@ sandbox cannot point the audit at somebody else's files.
 Records: a line of a line-oriented file (`.jsonl`, `.csv`, `.tsv`), with a JSON line reduced to
 its string values so escapes (`\\n`, `\\u00e9`) do not glue words together; an element of a
 `.json` file's top-level list (or of the longest list in a top-level object); a row of a
-parquet file (its string columns); a paragraph (lines up to a blank line, at most
-`MAX_RECORD_CHARS`) of anything else. Files larger than the limit are skipped and reported.
+Parquet or Arrow file (its text columns, parsed in a bounded child: `safety.columnar`); a
+paragraph (lines up to a blank line, at most `MAX_RECORD_CHARS`) of anything else. Files larger
+than the limit are skipped and reported.
 
 Every read goes through `cluster.sandbox_files`: no link below the walked root is followed, a
 FIFO or device is never opened for reading, and no read is unbounded (a line is cut at
-`MAX_RECORD_CHARS`, a compressed file stops at `MAX_TEXT_CHARS`).
+`MAX_RECORD_CHARS`, a compressed file stops at `safety.formats.decompression_cap`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import gzip
 import io
+import itertools
 import json
+import os
 import stat
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, TextIO
+from typing import Any, TextIO
 
 from cluster.sandbox_files import (
     SandboxPath,
@@ -43,12 +50,14 @@ from cluster.sandbox_files import (
     file_sha256,
     open_file,
     read_text,
-    walk_files,
 )
+from cluster.sandbox_files import walk as walk_entries
+from safety import formats
+from safety.formats import Format
 
 __all__ = ["file_sha256"]  # the platform's one file hash, re-exported for the audit
 
-DATA_SUFFIXES = {".jsonl", ".json", ".txt", ".csv", ".tsv", ".md", ".parquet"}
+DATA_SUFFIXES = {".jsonl", ".json", ".txt", ".csv", ".tsv", ".md", *formats.COLUMNAR}
 LINE_SUFFIXES = {".jsonl", ".csv", ".tsv"}
 CODE_SUFFIXES = {".py", ".sh", ".ipynb", ".jinja", ".j2", ".yaml", ".yml", ".toml", ".cfg"}
 VOCABULARY_FILES = {"tokenizer.json", "vocab.json", "merges.txt", "vocab.txt"}
@@ -83,7 +92,16 @@ MAX_DATA_FILE_BYTES = 2 * 1024**3
 MAX_CODE_FILE_BYTES = 2 * 1024**2
 MAX_RECORD_CHARS = 20_000
 MAX_JSON_PARSE_BYTES = 64 * 1024**2
-MAX_TEXT_CHARS = 2 * MAX_DATA_FILE_BYTES  # what a compressed file may decompress to
+MAX_TEXT_CHARS = 2 * MAX_DATA_FILE_BYTES  # a plain file's text; compressed: decompression_cap
+MAX_READ_SECONDS = 1800  # one file's reading, scan included (2 GiB at about 1.2 MB/s)
+CHUNK_CHARS = 1 << 20
+# Names that say "weights or tokens, no text": never sniffed (they are still hashed).
+BINARY_SUFFIXES = {
+    ".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".npy", ".npz", ".gguf", ".onnx", ".h5",
+    ".msgpack", ".idx", ".so", ".whl", ".png", ".jpg", ".jpeg", ".lock", ".incomplete",
+}  # fmt: skip
+# A Hugging Face cache names files by their hash: there the first bytes say what a file holds.
+HASH_NAMED_FOLDERS = {"blobs", "downloads"}
 HASH_MIN_BYTES = 4096  # smaller files are too often identical by chance (configs, READMEs)
 
 
@@ -96,25 +114,31 @@ class Record:
 AuditPath = SandboxPath | Path  # a plain Path is trusted up to its folder
 
 
-def _suffixes(path: AuditPath) -> tuple[str, bool]:
-    """(the meaningful suffix, compressed?) — `train.jsonl.gz` is (".jsonl", True)."""
-    suffixes = [s.lower() for s in path.suffixes]
-    if suffixes and suffixes[-1] == ".gz":
-        return (suffixes[-2] if len(suffixes) > 1 else ""), True
-    return (suffixes[-1] if suffixes else ""), False
+def data_format(path: AuditPath) -> Format | None:
+    """How the audit reads `path` as data, or None if it is not data: by its name, else (for
+    a name that says nothing) by its first bytes."""
+    name = path.name
+    if name in VOCABULARY_FILES or name in CONFIG_FILES:
+        return None
+    found = formats.name_format(name)
+    if found.kind in DATA_SUFFIXES:
+        return found
+    if found.kind in CODE_SUFFIXES or found.kind in BINARY_SUFFIXES:
+        return None
+    if found.compression:
+        return Format(".jsonl", found.compression)  # `train.gz`: compressed lines
+    hash_named = path.parent.name in HASH_NAMED_FOLDERS
+    if found.kind and not hash_named:
+        return None  # a name with a suffix we do not read (`.log`, `.tar`): left alone
+    return formats.sniff(path, text_too=hash_named)
 
 
 def is_data_file(path: AuditPath) -> bool:
-    name = path.name
-    return (
-        name not in VOCABULARY_FILES
-        and name not in CONFIG_FILES
-        and _suffixes(path)[0] in DATA_SUFFIXES
-    )
+    return data_format(path) is not None
 
 
 def is_code_file(path: AuditPath) -> bool:
-    return path.name in CONFIG_FILES or _suffixes(path)[0] in CODE_SUFFIXES
+    return path.name in CONFIG_FILES or formats.name_format(path.name).kind in CODE_SUFFIXES
 
 
 def walk(root: AuditPath) -> Iterator[SandboxPath]:
@@ -128,71 +152,115 @@ def walk(root: AuditPath) -> Iterator[SandboxPath]:
     if stat.S_ISREG(info.st_mode):
         yield where
     elif stat.S_ISDIR(info.st_mode):
-        yield from walk_files(where, skip_folders=frozenset(SKIPPED_FOLDERS))
+        yield from _walk_folder(where)
+
+
+def _walk_folder(where: SandboxPath) -> Iterator[SandboxPath]:
+    for entry in walk_entries(where, skip_folders=frozenset(SKIPPED_FOLDERS)):
+        if entry.is_file:
+            yield entry.where
+        elif entry.is_folder and entry.where.name == ".cache":
+            cache = entry.where / "huggingface"
+            with contextlib.suppress(OSError):  # none, or a link (not followed)
+                if stat.S_ISDIR(cache.stat().st_mode):
+                    yield from _walk_folder(cache)
 
 
 @contextlib.contextmanager
-def _open_text(path: AuditPath) -> Iterator[TextIO]:
+def _open_text(path: AuditPath, found: Format | None = None) -> Iterator[TextIO]:
+    found = found or data_format(path) or formats.name_format(path.name)
     with open_file(path) as raw:
-        stream: BinaryIO = gzip.GzipFile(fileobj=raw, mode="rb") if _suffixes(path)[1] else raw  # type: ignore[assignment]
-        yield io.TextIOWrapper(stream, encoding="utf-8", errors="replace")
+        if found.compression:
+            size = os.fstat(raw.fileno()).st_size
+            stream = formats.decompressed(raw, found.compression, compressed_bytes=size)
+            yield io.TextIOWrapper(stream, encoding="utf-8", errors="replace")
+        else:
+            yield io.TextIOWrapper(raw, encoding="utf-8", errors="replace")
 
 
-def _lines(source: TextIO) -> Iterator[str]:
-    """The lines of `source`, each cut at MAX_RECORD_CHARS (a file that is one line of a
-    gigabyte is read in pieces, not held whole), and no more than MAX_TEXT_CHARS in all (a
-    small .gz can decompress to a terabyte)."""
+def _numbered_lines(source: TextIO) -> Iterator[tuple[int, str]]:
+    """(1-based number, line ending in a newline) for each non-blank line of `source`, read in
+    chunks: a line is cut at MAX_RECORD_CHARS (a file that is one line of a gigabyte is read in
+    pieces, not held whole), a run of blank lines costs no Python step per line, and reading
+    stops past MAX_TEXT_CHARS characters or MAX_READ_SECONDS."""
+    deadline = time.monotonic() + MAX_READ_SECONDS
+    number = 1  # the number of the line `partial` belongs to
+    partial = ""  # the start of a line the next chunk continues, at most MAX_RECORD_CHARS
     total = 0
-    while line := source.readline(MAX_RECORD_CHARS):
-        total += len(line)
-        while not line.endswith("\n") and (rest := source.readline(MAX_RECORD_CHARS)):
-            total += len(rest)  # the rest of an overlong line, dropped
-            if total > MAX_TEXT_CHARS:
-                break
-            if rest.endswith("\n"):
-                break
+    while chunk := source.read(CHUNK_CHARS):
+        total += len(chunk)
         if total > MAX_TEXT_CHARS:
-            raise ValueError(f"more than {MAX_TEXT_CHARS} characters of text")
-        yield line
+            raise formats.Unreadable(f"more than {MAX_TEXT_CHARS} characters of text")
+        if time.monotonic() > deadline:
+            raise formats.Unreadable(f"still being read after {MAX_READ_SECONDS} s")
+        if chunk.isspace() and not partial.strip():  # blank lines only: counted, not split
+            newlines = chunk.count("\n")
+            number += newlines
+            partial = partial if not newlines else chunk[chunk.rindex("\n") + 1 :]
+            continue
+        parts = chunk.split("\n")
+        if len(parts) == 1:
+            partial = (partial + chunk)[:MAX_RECORD_CHARS]
+            continue
+        first = (partial + parts[0])[:MAX_RECORD_CHARS]
+        if first.strip():
+            yield number, first + "\n"
+        for index in itertools.compress(range(1, len(parts) - 1), parts[1:-1]):
+            text = parts[index]
+            if not text.isspace():
+                yield number + index, text[:MAX_RECORD_CHARS] + "\n"
+        number += len(parts) - 1
+        partial = parts[-1][:MAX_RECORD_CHARS]
+    if partial.strip():
+        yield number, partial
 
 
 def text_lines(path: AuditPath) -> Iterator[str]:
-    """The file's lines, bounded as `_lines` bounds them."""
+    """The file's lines (blank ones too), bounded as `_numbered_lines` bounds them."""
     with _open_text(path) as source:
-        yield from _lines(source)
+        expected = 1
+        for number, line in _numbered_lines(source):
+            yield from ("\n" for _ in range(number - expected))
+            yield line
+            expected = number + 1
 
 
 def records(path: AuditPath) -> Iterator[Record]:
-    suffix, compressed = _suffixes(path)
-    if suffix == ".parquet":
-        yield from _parquet_records(path)
-    elif suffix in LINE_SUFFIXES:
-        yield from _line_records(path, as_json=suffix == ".jsonl")
-    elif suffix == ".json" and (compressed or path.stat().st_size <= MAX_JSON_PARSE_BYTES):
-        yield from _json_records(path)
+    found = data_format(path) or formats.name_format(path.name)
+    if found.kind in formats.COLUMNAR:
+        if found.compression:
+            raise formats.Unreadable(f"a compressed {found.kind[1:]} file is not read")
+        for number, text in formats.columnar_rows(path, found.kind):
+            yield Record(number, text)
+    elif found.kind in LINE_SUFFIXES:
+        yield from _line_records(path, found, as_json=found.kind == ".jsonl")
+    elif found.kind == ".json" and (
+        found.compression or path.stat().st_size <= MAX_JSON_PARSE_BYTES
+    ):
+        yield from _json_records(path, found)
     else:
-        yield from _paragraph_records(path)
+        yield from _paragraph_records(path, found)
 
 
-def _line_records(path: AuditPath, *, as_json: bool) -> Iterator[Record]:
-    with _open_text(path) as source:
-        for number, line in enumerate(_lines(source), start=1):
+def _line_records(path: AuditPath, found: Format, *, as_json: bool) -> Iterator[Record]:
+    with _open_text(path, found) as source:
+        for number, line in _numbered_lines(source):
             if as_json:
                 with contextlib.suppress(ValueError):
-                    line = "\n".join(_strings(json.loads(line)))
+                    line = "\n".join(strings(json.loads(line)))
             if line.strip():
                 yield Record(number, line[:MAX_RECORD_CHARS])
 
 
-def _json_records(path: AuditPath) -> Iterator[Record]:
-    with _open_text(path) as source:
+def _json_records(path: AuditPath, found: Format) -> Iterator[Record]:
+    with _open_text(path, found) as source:
         text = source.read(MAX_JSON_PARSE_BYTES + 1)
     try:
         if len(text) > MAX_JSON_PARSE_BYTES:
             raise ValueError("too large to parse whole")
         data = json.loads(text)
     except ValueError:
-        yield from _paragraph_records(path)
+        yield from _paragraph_records(path, found)
         return
     if isinstance(data, dict):
         lists = [v for v in data.values() if isinstance(v, list)]
@@ -200,53 +268,40 @@ def _json_records(path: AuditPath) -> Iterator[Record]:
     if not isinstance(data, list):
         data = [data]
     for number, element in enumerate(data, start=1):
-        text = "\n".join(_strings(element))
+        text = "\n".join(strings(element))
         if text.strip():
             yield Record(number, text[:MAX_RECORD_CHARS])
 
 
-def _paragraph_records(path: AuditPath) -> Iterator[Record]:
-    with _open_text(path) as source:
-        start, size = 1, 0
+def _paragraph_records(path: AuditPath, found: Format) -> Iterator[Record]:
+    with _open_text(path, found) as source:
+        start, size, previous = 1, 0, 0
         buffer: list[str] = []
-        for number, line in enumerate(_lines(source), start=1):
-            if not line.strip() or size + len(line) > MAX_RECORD_CHARS:
+        for number, line in _numbered_lines(source):
+            if number != previous + 1 or size + len(line) > MAX_RECORD_CHARS:  # a blank line
                 if buffer:
                     yield Record(start, "".join(buffer))
                 buffer, size = [], 0
-            if line.strip():
-                if not buffer:
-                    start = number
-                buffer.append(line[:MAX_RECORD_CHARS])
-                size += len(buffer[-1])
+            if not buffer:
+                start = number
+            buffer.append(line)
+            size += len(line)
+            previous = number
         if buffer:
             yield Record(start, "".join(buffer))
 
 
-def _parquet_records(path: AuditPath) -> Iterator[Record]:
-    import pyarrow.parquet as pq
-
-    number = 0
-    with open_file(path) as data:
-        for batch in pq.ParquetFile(data).iter_batches(batch_size=1024):
-            for row in batch.to_pylist():
-                number += 1
-                text = "\n".join(_strings(row))
-                if text.strip():
-                    yield Record(number, text[:MAX_RECORD_CHARS])
-
-
-def _strings(value: Any) -> Iterator[str]:
+def strings(value: Any) -> Iterator[str]:
     """Every string inside a JSON value, in order (keys too: a prompt can be a key)."""
     if isinstance(value, str):
         yield value
     elif isinstance(value, dict):
         for key, inner in value.items():
             yield str(key)
-            yield from _strings(inner)
+            yield from strings(inner)
     elif isinstance(value, list):
         for inner in value:
-            yield from _strings(inner)
+            yield from strings(inner)
     elif value is not None and not isinstance(value, bool):
         yield str(value)
 
@@ -258,13 +313,13 @@ def read_code(path: AuditPath) -> str:
     text = read_text(path, max_bytes=MAX_CODE_FILE_BYTES)
     if path.suffix == ".json":
         try:
-            return "\n".join(_strings(json.loads(text)))
+            return "\n".join(strings(json.loads(text)))
         except ValueError:
             pass
     if path.suffix == ".ipynb":
         try:
             notebook = json.loads(text)
-            return "\n".join(_strings(notebook.get("cells", [])))
+            return "\n".join(strings(notebook.get("cells", [])))
         except (ValueError, AttributeError):
             pass
     return text

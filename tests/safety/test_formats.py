@@ -1,0 +1,334 @@
+"""A test set kept in any format an agent can save it in is found: a `datasets.save_to_disk`
+folder, Parquet, JSON lines compressed with gzip, bzip2, xz or zstd, a Hugging Face hub cache
+and a `datasets` cache in the sandbox. The files are planted by a real agent user (`runuser`);
+the audit reads them as root and follows no link, stops a decompression bomb at its cap, and
+reports a crafted file as unreadable while it goes on with the rest."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import hashlib
+import json
+import lzma
+import pwd
+import shutil
+import subprocess
+import tempfile
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import zstandard
+
+from safety.contamination import contamination_index, scan_file
+from safety.files import data_format
+from safety.formats import EXPANSION_FLOOR_BYTES, Format
+from safety.models import Finding
+from safety.services import audit_run
+from tests.safety.conftest import ITEMS, make_agent
+from tests.security.conftest import bounded
+
+pytestmark = pytest.mark.django_db
+
+AGENT_USER = "arena_audit_t"
+# The items as a hub data set holds them (GSM8K's schema: question, answer).
+ROWS = [{"question": item.prompt, "answer": item.answer} for item in ITEMS]
+CLEAN_ROWS = [
+    {"question": "How do I keep pasta from sticking together?", "answer": "Stir it early."},
+    {"question": "Which river flows through Paris?", "answer": "The Seine."},
+]
+
+
+@pytest.fixture(scope="session")
+def agent_user() -> str:
+    try:
+        pwd.getpwnam(AGENT_USER)
+    except KeyError:
+        subprocess.run(
+            ["useradd", "--no-create-home", "--shell", "/bin/sh", AGENT_USER], check=True
+        )
+    return AGENT_USER
+
+
+def _passable_folder(prefix: str) -> Iterator[Path]:
+    """A root folder under /tmp that agents can pass through (0755), as /etc is; pytest's own
+    folder is 0700."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    folder.chmod(0o755)
+    yield folder
+    shutil.rmtree(folder)
+
+
+@pytest.fixture
+def staging() -> Iterator[Path]:
+    """Where root prepares files for the agent to copy in."""
+    yield from _passable_folder("arena-formats-")
+
+
+@pytest.fixture
+def sandboxes() -> Iterator[Path]:
+    yield from _passable_folder("arena-sandboxes-")
+
+
+@pytest.fixture
+def outside() -> Iterator[Path]:
+    """Outside every sandbox, where a test set could lie (another agent's, the platform's)."""
+    yield from _passable_folder("arena-outside-")
+
+
+class Planter:
+    """An agent whose sandbox belongs to a real Unix user, and a shell as that user."""
+
+    def __init__(self, root: Path, name: str, user: str) -> None:
+        self.made = make_agent(root, name)
+        self.home = self.made.sandbox
+        self.user = user
+        shutil.chown(self.home, user=user, group=user)
+        self.home.chmod(0o700)
+
+    def shell(self, script: str) -> None:
+        done = subprocess.run(
+            ["runuser", "-u", self.user, "--", "sh", "-c", script],
+            cwd=self.home, capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, f"the agent's own command failed: {done.stderr}"
+
+    def copy_in(self, source: Path, target: str) -> Path:
+        subprocess.run(["chmod", "-R", "a+rX", str(source)], check=True)
+        self.shell(f'mkdir -p "$(dirname {target})" && cp -r {source} {target}')
+        return self.home / target
+
+
+@pytest.fixture
+def planter(sandboxes: Path, agent_user: str) -> Planter:
+    return Planter(sandboxes, "fmt", agent_user)
+
+
+def contamination_of(planter: Planter) -> list[Finding]:
+    return list(Finding.objects.filter(agent=planter.made.agent, kind=Finding.Kind.CONTAMINATION))
+
+
+def matched_items(finding: Finding) -> set[str]:
+    return {match["item_id"] for match in finding.evidence["matches"]}
+
+
+def test_a_planted_save_to_disk_copy_of_a_test_set_is_found(planter, staging):
+    import datasets
+
+    datasets.Dataset.from_list(CLEAN_ROWS + ROWS).save_to_disk(str(staging / "gsm8k"))
+    copy = planter.copy_in(staging / "gsm8k", "work/my_data")
+
+    report = audit_run(items=ITEMS)
+
+    (finding,) = contamination_of(planter)
+    assert finding.evidence["file"] == str(copy / "data-00000-of-00001.arrow")
+    assert matched_items(finding) == {"rq-1", "rq-2", "hm-1"}
+    assert finding.severity == "critical"  # hm-1 is held out
+    lines = {m["item_id"]: m["line"] for m in finding.evidence["matches"]}
+    assert lines == {"rq-1": 3, "rq-2": 4, "hm-1": 5}  # rows, counted from 1
+    assert not report.skipped
+
+
+def test_a_planted_parquet_copy_is_found_even_renamed(planter, staging):
+    import datasets
+
+    datasets.Dataset.from_list(ROWS).to_parquet(str(staging / "test-00000-of-00001.parquet"))
+    shutil.copy(staging / "test-00000-of-00001.parquet", staging / "shard-0007")
+    planter.copy_in(staging / "test-00000-of-00001.parquet", "data/test.parquet")
+    planter.copy_in(staging / "shard-0007", "data/shard-0007")  # no suffix: its bytes tell
+
+    audit_run(items=ITEMS)
+
+    found = {Path(f.evidence["file"]).name: matched_items(f) for f in contamination_of(planter)}
+    assert found == {
+        "test.parquet": {"rq-1", "rq-2", "hm-1"},
+        "shard-0007": {"rq-1", "rq-2", "hm-1"},
+    }
+
+
+@pytest.mark.parametrize(
+    "suffix, compress",
+    [
+        (".gz", gzip.compress),
+        (".bz2", bz2.compress),
+        (".xz", lzma.compress),
+        (".zst", lambda data: zstandard.ZstdCompressor().compress(data)),
+    ],
+)
+def test_compressed_json_lines_are_read_through(planter, staging, suffix, compress):
+    text = "".join(json.dumps(row) + "\n" for row in CLEAN_ROWS + ROWS[:1])
+    (staging / f"sft.jsonl{suffix}").write_bytes(compress(text.encode()))
+    planter.copy_in(staging / f"sft.jsonl{suffix}", f"data/sft.jsonl{suffix}")
+
+    audit_run(items=ITEMS)
+
+    (finding,) = contamination_of(planter)
+    assert matched_items(finding) == {"rq-1"}
+    assert finding.evidence["matches"][0]["line"] == 3
+
+
+def test_a_hugging_face_hub_cache_in_the_sandbox_is_read_through_its_blobs(planter, staging):
+    """The hub's layout: snapshots/<rev>/... are links to blobs/<hash>; the links are never
+    followed, the blobs are read for what their bytes are."""
+    import datasets
+
+    repo = staging / "hub" / "datasets--openai--gsm8k"
+    parquet = staging / "test.parquet"
+    datasets.Dataset.from_list(ROWS[:2]).to_parquet(str(parquet))
+    jsonl = "".join(json.dumps(row) + "\n" for row in ROWS[2:]).encode()
+    blobs = {"main/test-00000-of-00001.parquet": parquet.read_bytes(), "extra/test.jsonl": jsonl}
+    revision = "cc7b047b6e5bb11b4f1af84efc572db110a51b3c"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(revision)
+    (repo / "blobs").mkdir()
+    for name, content in blobs.items():
+        digest = hashlib.sha256(content).hexdigest()
+        (repo / "blobs" / digest).write_bytes(content)
+        link = repo / "snapshots" / revision / name
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(Path("../../..") / "blobs" / digest)
+    planter.copy_in(staging / "hub", ".cache/huggingface/hub")
+
+    audit_run(items=ITEMS)
+
+    found = {}
+    for finding in contamination_of(planter):
+        assert "/.cache/huggingface/hub/datasets--openai--gsm8k/blobs/" in finding.evidence["file"]
+        found.update(dict.fromkeys(matched_items(finding), finding.evidence["file"]))
+    assert set(found) == {"rq-1", "rq-2", "hm-1"}
+
+
+def test_a_datasets_arrow_cache_in_the_sandbox_is_read(planter, staging):
+    import datasets
+
+    (staging / "raw").mkdir()
+    datasets.Dataset.from_list(ROWS).to_parquet(str(staging / "raw" / "test.parquet"))
+    cache = staging / "datasets"
+    datasets.load_dataset(
+        "parquet", data_files=str(staging / "raw" / "test.parquet"), cache_dir=str(cache)
+    )
+    (staging / "raw" / "test.parquet").unlink()  # only the cache is planted
+    planter.copy_in(cache, ".cache/huggingface/datasets")
+
+    audit_run(items=ITEMS)
+
+    (finding,) = contamination_of(planter)
+    assert "/.cache/huggingface/datasets/" in finding.evidence["file"]
+    assert finding.evidence["file"].endswith(".arrow")
+    assert matched_items(finding) == {"rq-1", "rq-2", "hm-1"}
+
+
+def test_links_to_test_sets_outside_the_sandbox_are_not_followed(planter, outside):
+    import datasets
+
+    datasets.Dataset.from_list(ROWS).to_parquet(str(outside / "test.parquet"))
+    (outside / "test.jsonl.gz").write_bytes(
+        gzip.compress("".join(json.dumps(r) + "\n" for r in ROWS).encode())
+    )
+    (outside / "blob").write_bytes((outside / "test.parquet").read_bytes())
+    subprocess.run(["chmod", "-R", "a+rX", str(outside)], check=True)
+    planter.shell(
+        f"mkdir -p data .cache/huggingface/hub/datasets--x--y/blobs"
+        f" && ln -s {outside}/test.parquet data/test.parquet"
+        f" && ln -s {outside}/test.jsonl.gz data/test.jsonl.gz"
+        f" && ln -s {outside} data/folder"
+        f" && ln -s {outside}/blob .cache/huggingface/hub/datasets--x--y/blobs/0123abcd"
+        f" && ln -s {outside} .cache/huggingface/datasets"
+    )
+
+    report = audit_run(items=ITEMS)
+
+    assert contamination_of(planter) == []
+    assert str(outside) not in json.dumps(report.skipped)
+    assert report.files_scanned == 0
+
+
+def test_a_gzip_bomb_stops_at_the_cap_and_is_reported(planter, staging):
+    # 1 GiB of zeros in about a megabyte: the cap is 200x the file, far below its expansion.
+    squeeze = zlib.compressobj(9, zlib.DEFLATED, 31)
+    with (staging / "bomb.jsonl.gz").open("wb") as out:
+        for _ in range(1024):
+            out.write(squeeze.compress(b"\0" * (1 << 20)))
+        out.write(squeeze.flush())
+    planter.copy_in(staging / "bomb.jsonl.gz", "data/bomb.jsonl.gz")
+    (staging / "good.jsonl").write_text(json.dumps(ROWS[0]) + "\n")
+    planter.copy_in(staging / "good.jsonl", "data/good.jsonl")
+
+    with bounded(seconds=60, memory_mib=1024):
+        report = audit_run(items=ITEMS)
+
+    (skipped,) = report.skipped
+    assert skipped.startswith(str(planter.home / "data" / "bomb.jsonl.gz"))
+    assert "decompresses to more than" in skipped and "bomb" in skipped
+    (finding,) = contamination_of(planter)
+    assert finding.evidence["file"].endswith("good.jsonl")
+
+
+def test_crafted_columnar_files_are_reported_and_the_audit_goes_on(planter, staging, sandboxes):
+    import datasets
+
+    datasets.Dataset.from_list(ROWS).to_parquet(str(staging / "good.parquet"))
+    good = (staging / "good.parquet").read_bytes()
+    # A parquet footer that lies about its length, one cut in half, and an Arrow stream whose
+    # first message claims two gigabytes of metadata.
+    (staging / "lying.parquet").write_bytes(good[:-8] + (2**31 - 1).to_bytes(4, "little") + b"PAR1")
+    (staging / "cut.parquet").write_bytes(good[: len(good) // 2] + b"PAR1")
+    (staging / "crafted.arrow").write_bytes(b"\xff\xff\xff\xff" + b"\x7f" * 200)
+    for name in ("lying.parquet", "cut.parquet", "crafted.arrow"):
+        planter.copy_in(staging / name, f"data/{name}")
+    other = make_agent(sandboxes, "other")
+    (other.sandbox / "train.jsonl").write_text(json.dumps(ROWS[1]) + "\n")
+
+    with bounded(seconds=60, memory_mib=1024):
+        report = audit_run(items=ITEMS)
+
+    unreadable = sorted(Path(line.split(": ")[0]).name for line in report.skipped)
+    assert unreadable == ["crafted.arrow", "cut.parquet", "lying.parquet"]
+    assert all("unreadable: not a readable" in line for line in report.skipped)
+    assert contamination_of(planter) == []
+    (finding,) = Finding.objects.filter(agent=other.agent, kind=Finding.Kind.CONTAMINATION)
+    assert matched_items(finding) == {"rq-2"}
+
+
+def test_columnar_files_are_read_by_a_child_without_root(staging):
+    """The child that parses Parquet and Arrow runs as `nobody` when the audit is root: a
+    file root may read but nobody may not is still read (the descriptor is passed), and the
+    child could not have opened anything else."""
+    import datasets
+
+    datasets.Dataset.from_list(ROWS).to_parquet(str(staging / "private.parquet"))
+    (staging / "private.parquet").chmod(0o600)
+
+    scan = scan_file(contamination_index(ITEMS), staging / "private.parquet")
+
+    assert scan.skipped == "" and {m.item_id for m in scan.matches} == {"rq-1", "rq-2", "hm-1"}
+
+
+def test_a_file_is_read_for_what_its_name_or_bytes_say(staging):
+    (staging / "a.jsonl.zst").write_bytes(b"")
+    (staging / "notes").write_text("just text, no suffix\n")
+    (staging / "blobs").mkdir()
+    (staging / "blobs" / "9f86d081").write_text('{"question": "q"}\n')
+    (staging / "blobs" / "weights").write_bytes(b"\x00\x01binary")
+    (staging / "model.safetensors").write_bytes(b"PAR1 not really")
+
+    assert data_format(staging / "a.jsonl.zst") == Format(".jsonl", "zst")
+    assert data_format(staging / "notes") is None  # text is sniffed in a hub cache only
+    assert data_format(staging / "blobs" / "9f86d081") == Format(".jsonl")
+    assert data_format(staging / "blobs" / "weights") is None
+    assert data_format(staging / "model.safetensors") is None  # weights are never sniffed
+
+
+def test_the_expansion_cap_lets_ordinary_compressed_data_through(staging):
+    rows = [json.dumps({"text": f"line {i} of an ordinary data set"}) for i in range(200_000)]
+    rows.append(json.dumps(ROWS[0]))
+    data = ("\n".join(rows) + "\n").encode()
+    assert len(data) > EXPANSION_FLOOR_BYTES // 8  # large enough to mean something
+    (staging / "big.jsonl.gz").write_bytes(gzip.compress(data))
+
+    scan = scan_file(contamination_index(ITEMS), staging / "big.jsonl.gz")
+
+    assert scan.skipped == "" and scan.records == 200_001
+    assert [(m.item_id, m.line) for m in scan.matches] == [("rq-1", 200_001)]
