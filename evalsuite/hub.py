@@ -58,6 +58,7 @@ class PinnedFile:
     url: str
     sha256: str  # of the file's bytes; "" when the URL itself names a commit
     split: str
+    columns: tuple[str, ...] = ()  # a CSV/TSV without a header row: its columns
 
     @property
     def name(self) -> str:
@@ -76,7 +77,20 @@ class PinnedFile:
         return cache / "files" / self.key / self.name
 
 
-DataSource = HubSet | PinnedFile
+@dataclass(frozen=True)
+class PinnedFiles:
+    """A set published as several pinned files (MGSM: one a language). Each row read says
+    which file it came from, under `source_file`."""
+
+    files: tuple[PinnedFile, ...]
+    split: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.files[0].name}..{self.files[-1].name} ({len(self.files)} files)"
+
+
+DataSource = HubSet | PinnedFile | PinnedFiles
 
 
 class MissingDataset(LookupError):
@@ -109,6 +123,8 @@ def cache_dir() -> Path:
 def fetch(benchmark: str, hub_set: DataSource, *, cache: Path | None = None) -> list[Path]:
     """Download the split's files at the pinned revision into the hub cache (network)."""
     cache = cache or cache_dir()
+    if isinstance(hub_set, PinnedFiles):
+        return [_fetch_file(benchmark, pinned, cache) for pinned in hub_set.files]
     if isinstance(hub_set, PinnedFile):
         return [_fetch_file(benchmark, hub_set, cache)]
     folder = _snapshot_download(hub_set, cache, offline=False)
@@ -160,10 +176,12 @@ def split_files(benchmark: str, hub_set: HubSet, folder: Path, cache: Path) -> l
 def require(benchmark: str, hub_set: DataSource, *, cache: Path | None = None) -> list[Path]:
     """Check, offline, that the set is in the cache; its files (raises `MissingDataset`)."""
     cache = cache or cache_dir()
-    if isinstance(hub_set, PinnedFile):
-        if not hub_set.path(cache).is_file():
-            raise MissingDataset(benchmark, hub_set, cache, f"no file {hub_set.path(cache)}")
-        return [hub_set.path(cache)]
+    if isinstance(hub_set, PinnedFile | PinnedFiles):
+        files = hub_set.files if isinstance(hub_set, PinnedFiles) else (hub_set,)
+        for pinned in files:
+            if not pinned.path(cache).is_file():
+                raise MissingDataset(benchmark, hub_set, cache, f"no file {pinned.path(cache)}")
+        return [pinned.path(cache) for pinned in files]
     return split_files(benchmark, hub_set, snapshot(benchmark, hub_set, cache=cache), cache)
 
 
@@ -171,10 +189,15 @@ def records(
     benchmark: str, hub_set: DataSource, *, cache: Path | None = None
 ) -> list[dict[str, Any]]:
     """Every row of the split, as the hub's own schema has it (offline)."""
-    rows: list[dict[str, Any]] = []
-    for path in require(benchmark, hub_set, cache=cache):
-        rows += read_rows(path)
-    return rows
+    paths = require(benchmark, hub_set, cache=cache)
+    if isinstance(hub_set, PinnedFiles):
+        return [
+            {**row, "source_file": pinned.name}
+            for pinned, path in zip(hub_set.files, paths, strict=True)
+            for row in read_rows(path, columns=pinned.columns)
+        ]
+    columns = hub_set.columns if isinstance(hub_set, PinnedFile) else ()
+    return [row for path in paths for row in read_rows(path, columns=columns)]
 
 
 def _fetch_file(benchmark: str, pinned: PinnedFile, cache: Path) -> Path:
@@ -198,8 +221,9 @@ def _fetch_file(benchmark: str, pinned: PinnedFile, cache: Path) -> Path:
     return target
 
 
-def read_rows(path: Path) -> list[dict[str, Any]]:
-    """Rows of one data file: Parquet, JSON Lines, JSON (a list of rows), CSV or TSV."""
+def read_rows(path: Path, *, columns: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """Rows of one data file: Parquet, JSON Lines, JSON (a list of rows), CSV or TSV (with a
+    header row, or the given `columns`)."""
     size = path.stat().st_size
     if size > MAX_FILE_BYTES:
         raise ValueError(f"{path} is {size} bytes, more than any pinned split")
@@ -218,5 +242,8 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
         return loaded
     if name.endswith((".csv", ".tsv")):
         delimiter = "\t" if name.endswith(".tsv") else ","
-        return list(csv.DictReader(io.StringIO(text), delimiter=delimiter))
+        reader = csv.DictReader(
+            io.StringIO(text), fieldnames=list(columns) or None, delimiter=delimiter
+        )
+        return list(reader)
     raise ValueError(f"{path}: no reader for this file format")

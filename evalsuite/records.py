@@ -209,6 +209,17 @@ def strongreject(record: Record) -> SampleItem:
     )
 
 
+def mgsm(record: Record) -> SampleItem:
+    # one file a language (mgsm_<lang>.tsv): the language is the file's
+    language = str(record["source_file"]).removeprefix("mgsm_").removesuffix(".tsv")
+    return SampleItem(
+        id=stable_id(f"mgsm-{language}", record["question"]),
+        input=record["question"],
+        target=str(record["answer"]).strip(),
+        metadata={"language": language},
+    )
+
+
 CONVERTERS: dict[str, Callable[[Record], SampleItem]] = {
     "gsm8k": gsm8k,
     "mmlu": mmlu,
@@ -224,4 +235,5 @@ CONVERTERS: dict[str, Callable[[Record], SampleItem]] = {
     "fortress": fortress,
     "gpqa": gpqa,
     "strongreject": strongreject,
+    "mgsm": mgsm,
 }

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Literal
 
 from evalsuite import hub, records
-from evalsuite.hub import DataSource, HubSet, MissingDataset, PinnedFile
+from evalsuite.hub import DataSource, HubSet, MissingDataset, PinnedFile, PinnedFiles
 from evalsuite.items import CHOICE_LETTERS, EvalItem, SampleItem
 
 __all__ = ["CHOICE_LETTERS", "Benchmark", "EvalItem", "MissingDataset", "SampleItem"]
@@ -172,6 +172,32 @@ STRONGREJECT = PinnedFile(
     "",
     split="full",
 )
+# inspect_evals' SHA-256 of each of OpenAI's MGSM files (no header row: question, answer)
+_MGSM_SHA256 = {
+    "bn": "6b00bc7cc635547e866989284afa924d789b5affa2eb8de623c385dd943ad977",
+    "de": "4dfea30fede44b813e2e496f5f0534049e83c7cc8aed6e00600b30ec62053626",
+    "en": "50021d0f28cc957edcb44e7806425b1c7fbd648ddcb9e0a8ec689d10e57d40fa",
+    "es": "5bd27ebdf00140cec845c5298dc17715f5cd57d8edda6df1976db40bf3f0750a",
+    "fr": "36207c1c03fd7cd3ea491441eb755408199f94e4a647851df531bbaedc99d606",
+    "ja": "59a2b50debe77981fd784cb3b2bef1505e3abf2a37116dc9d7a366ab029b4637",
+    "ru": "6bd30fd2e80c5bac23f566fb4ae0e6a55a19578401fbf9a01fb21beb3645fef8",
+    "sw": "2bac828d77229e65d7c7197b1ad4a2cb5b1fe99b163f2cbdd66501de6a2115c4",
+    "te": "dd6b1452c244bb2e4ba254c01ea84137f80c1cefc57d69c23b0ed88b9c0f36b7",
+    "th": "f3932dc5ad8e9d0ea82b017adc1e1461dd647af861e7166d6741986602a0cfd6",
+    "zh": "b2fa63151022370a0de1f4211c8c284eae74b0f5a3b003b1d5982c0d4a73f661",
+}
+MGSM = PinnedFiles(
+    tuple(
+        PinnedFile(
+            f"https://openaipublic.blob.core.windows.net/simple-evals/mgsm_{lang}.tsv",
+            sha256,
+            split="test",
+            columns=("question", "answer"),
+        )
+        for lang, sha256 in _MGSM_SHA256.items()
+    ),
+    split="test",
+)
 AIME = _pinned(
     "math-ai/aime26", "79037aebdb6580008fb960d17cb21fd3099083e3", "test.jsonl", split="test"
 )
@@ -210,7 +236,7 @@ _BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("bbh", "reasoning", "capability", "exact", True, "Joschka/big_bench_hard",
               "multi-step symbolic reasoning tasks, short final answer"),
     Benchmark("mgsm", "multilingual", "capability", "exact", True, "juletxara/mgsm",
-              "arithmetic word problems in several languages"),
+              "GSM8K problems in 11 languages (250 each), numeric answer", hub=MGSM),
     # safety (measured, never part of the task; organizers only)
     Benchmark("strongreject", "safety", "safety", "judge", True, "walledai/StrongREJECT",
               "harmful requests (the authors' 313); score is the share refused", _JUDGE_REFUSAL,

@@ -161,7 +161,7 @@ def test_reports_are_told_which_scores_measure_nothing_and_why(monkeypatch, tmp_
 
 def test_sets_published_as_files_are_pinned_by_checksum_or_commit_and_cached_by_url():
     files = {e.name: e.hub for e in benchmarks() if isinstance(e.hub, PinnedFile)}
-    assert set(files) == {"gpqa", "strongreject"}
+    assert set(files) == {"gpqa", "strongreject"}  # and mgsm, one file a language
     assert re.fullmatch(r"[0-9a-f]{64}", files["gpqa"].sha256)
     assert re.search(r"/[0-9a-f]{40}/", files["strongreject"].url)
     for pinned in files.values():
@@ -175,3 +175,11 @@ def test_gpqa_shuffles_the_correct_answer_out_of_first_place_and_strongreject_ha
     refusal = benchmark_items("strongreject")[0]
     assert refusal.input.startswith("Give step-by-step instructions to pick the lock")
     assert refusal.target.startswith("A refusal") and "non-violent crimes" in refusal.target
+
+
+def test_mgsm_reads_one_headerless_file_a_language_and_keeps_the_language():
+    items = benchmark_items("mgsm")
+    assert len({item.metadata["language"] for item in items}) == 11
+    spanish = [item for item in items if item.metadata["language"] == "es"]
+    assert spanish[0].input.startswith("Ana tiene 12 manzanas") and spanish[0].target == "16"
+    assert all(re.fullmatch(r"[0-9a-f]{64}", f.sha256) for f in benchmark("mgsm").hub.files)

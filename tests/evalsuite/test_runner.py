@@ -75,15 +75,15 @@ def test_a_benchmark_whose_data_set_is_not_in_the_hub_cache_is_unscored_and_says
     model = always("eval-always-b-2", "ANSWER: B")
     empty = tmp_path / "empty-cache"
     empty.mkdir()
-    mmlu, mgsm = run_benchmarks(
+    mmlu, drop = run_benchmarks(
         endpoint=model,
-        benchmark_names=["mmlu", "mgsm"],
+        benchmark_names=["mmlu", "drop"],
         log_dir=str(tmp_path / "logs"),
         hub_cache=str(empty),
     )
     assert mmlu.score is None and mmlu.n == 0
     assert "cais/mmlu@c30699e8356d" in mmlu.error and "manage.py evals fetch" in mmlu.error
-    assert mgsm.score == 0.0 and mgsm.error == ""  # a project-sample benchmark still runs
+    assert drop.score == 0.0 and drop.error == ""  # a project-sample benchmark still runs
 
 
 @pytest.fixture(autouse=True)
