@@ -302,7 +302,7 @@ def data_fetch(*, names: Iterable[str] | None = None) -> Iterator[str]:
             yield f"{entry.name}: not on the hub yet, runs on its {entry.source}"
             continue
         files = hub.fetch(entry.name, entry.hub)
-        rows = sum(len(hub.read_rows(path)) for path in files)
+        rows = len(hub.records(entry.name, entry.hub))
         yield f"{entry.name}: {entry.hub.label} {entry.hub.split}, {len(files)} files, {rows} rows"
 
 

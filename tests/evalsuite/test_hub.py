@@ -125,3 +125,23 @@ def test_a_file_set_is_read_from_the_cache_by_url_and_fetched_only_with_its_chec
     assert hub.records("demo", right, cache=tmp_path) == [
         {"question": "Two plus two?", "answer": "4"}
     ]
+
+
+def test_evals_fetch_reports_each_set_it_fetched_and_each_still_on_a_sample(monkeypatch):
+    """The hub is out of reach here: the stand-in answers as the hub client does once the
+    files are downloaded, with the fixture snapshot's folder."""
+    import io
+
+    import huggingface_hub
+
+    from evalsuite.hub import FIXTURE_CACHE
+
+    def snapshot_download(repo_id, *, revision, **kwargs):
+        return str(FIXTURE_CACHE / f"datasets--{repo_id.replace('/', '--')}/snapshots/{revision}")
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
+    out = io.StringIO()
+    call_command("evals", "fetch", "--benchmark", "gsm8k", "--benchmark", "drop", stdout=out)
+    gsm8k, drop = out.getvalue().splitlines()
+    assert gsm8k == "gsm8k: openai/gsm8k@cc7b047b6e5b test, 1 files, 6 rows"
+    assert drop.startswith("drop: not on the hub yet, runs on its project sample")
