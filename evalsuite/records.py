@@ -220,6 +220,34 @@ def mgsm(record: Record) -> SampleItem:
     )
 
 
+def drop(record: Record) -> SampleItem:
+    """Every distinct reference answer (the answer and the validated ones), each a number,
+    the spans joined by commas, or a date; the scorer takes the best F1 over them."""
+    validated = record["validated_answers"]
+    candidates = [record["answer"]] + [
+        {"number": number, "date": date, "spans": spans}
+        for number, date, spans in zip(
+            validated["number"], validated["date"], validated["spans"], strict=True
+        )
+    ]
+    answers = list(dict.fromkeys(_drop_answer(candidate) for candidate in candidates))
+    return SampleItem(
+        id=str(record["query_id"]),
+        input=f"Passage: {record['passage']}\nQuestion: {record['question']}",
+        target=answers[0],
+        metadata={"answers": answers, "section_id": record["section_id"]},
+    )
+
+
+def _drop_answer(answer: Record) -> str:
+    if answer["number"]:
+        return str(answer["number"])
+    if answer["spans"]:
+        return ",".join(answer["spans"])
+    date = answer["date"]
+    return " ".join([date["day"], date["month"], date["year"]]).strip()
+
+
 CONVERTERS: dict[str, Callable[[Record], SampleItem]] = {
     "gsm8k": gsm8k,
     "mmlu": mmlu,
@@ -236,4 +264,5 @@ CONVERTERS: dict[str, Callable[[Record], SampleItem]] = {
     "gpqa": gpqa,
     "strongreject": strongreject,
     "mgsm": mgsm,
+    "drop": drop,
 }

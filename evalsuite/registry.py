@@ -32,8 +32,9 @@ Kind = Literal["capability", "safety"]
 # choice: the chosen letter is the target's; includes: the target occurs in the answer;
 # regex: the answer matches the target pattern (instruction-following checks);
 # code: the answer's code passes the target's asserts in a subprocess;
-# judge: a judge model, called through the API proxy, grades the answer against the target.
-Scorer = Literal["exact", "choice", "includes", "regex", "code", "judge"]
+# judge: a judge model, called through the API proxy, grades the answer against the target;
+# f1: word-overlap F1 of the committed answer with the best of the reference answers (DROP).
+Scorer = Literal["exact", "choice", "includes", "regex", "code", "judge", "f1"]
 
 
 @dataclass(frozen=True)
@@ -198,6 +199,12 @@ MGSM = PinnedFiles(
     ),
     split="test",
 )
+DROP = _pinned(
+    "EleutherAI/drop",
+    "619386fc7ffe6dace3cc6d3483c69b164ebf6bf3",
+    "data/validation-*.parquet",
+    split="validation",
+)
 AIME = _pinned(
     "math-ai/aime26", "79037aebdb6580008fb960d17cb21fd3099083e3", "test.jsonl", split="test"
 )
@@ -218,8 +225,8 @@ _BENCHMARKS: tuple[Benchmark, ...] = (
               "write a Python function that passes the set's tests", hub=HUMANEVAL),
     Benchmark("truthfulqa", "truthfulness", "capability", "choice", False, TRUTHFULQA.repo_id,
               "multiple choice against common misconceptions (MC1)", hub=TRUTHFULQA),
-    Benchmark("drop", "reading", "capability", "includes", False, "EleutherAI/drop",
-              "reading comprehension with discrete reasoning over a passage"),
+    Benchmark("drop", "reading", "capability", "f1", False, DROP.repo_id,
+              "reading comprehension with discrete reasoning over a passage (F1)", hub=DROP),
     Benchmark("alpaca-eval", "chat", "capability", "judge", False, "tatsu-lab/alpaca_eval",
               "open-ended assistant requests graded by a judge model", _JUDGE_HELPFUL),
     # capability, held out (organizers only until the competition ends)

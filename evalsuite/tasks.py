@@ -16,6 +16,7 @@ from inspect_ai.scorer import (
     Scorer,
     Target,
     accuracy,
+    f1,
     model_graded_qa,
     scorer,
     stderr,
@@ -30,6 +31,8 @@ INSTRUCTIONS = {
     "choice": "Choose the correct option. Reply with a line of the form 'ANSWER: <letter>'.",
     "code": "Write the complete Python function. Reply with the code in a ```python block.",
     "includes": "Answer the question briefly.",
+    "f1": "Answer the question about the passage. End your reply with a line of the form "
+    "'ANSWER: <short answer>' (a number, a date, or words from the passage).",
 }
 GRADE_FORMAT = (
     "First explain your reasoning in a sentence or two, then end with 'GRADE: C' (the "
@@ -63,7 +66,7 @@ def _sample(item: SampleItem) -> Sample:
     return Sample(
         id=item.id,
         input=item.prompt,
-        target=item.target,
+        target=item.metadata.get("answers") or item.target,
         metadata={"n_choices": len(item.choices), **item.metadata},
     )
 
@@ -75,6 +78,8 @@ def _scorer(entry: Benchmark, judge: Model | None) -> Scorer:
         return model_graded_qa(
             instructions=f"{entry.judge_instructions} {GRADE_FORMAT}", model=judge
         )
+    if entry.scorer == "f1":
+        return f1(answer_fn=scoring.final_answer)
     return rule_scorer(entry.scorer)
 
 

@@ -119,8 +119,8 @@ def test_a_set_missing_from_the_cache_is_an_error_naming_it_and_the_fetch_comman
     assert {error.benchmark for error in missing_data()} == {
         e.name for e in benchmarks() if e.hub is not None
     }
-    assert benchmark_items("drop")  # a project-sample benchmark needs no cache
-    assert benchmark("drop").measured is False
+    assert benchmark_items("bbh")  # a project-sample benchmark needs no cache
+    assert benchmark("bbh").measured is False
 
 
 def test_a_math_target_is_the_last_boxed_answer_of_the_solution_braces_matched():
@@ -153,7 +153,7 @@ def test_reports_are_told_which_scores_measure_nothing_and_why(monkeypatch, tmp_
     on_fixtures, on_samples = unmeasured_notes()
     assert "project's fixtures" in on_fixtures and "evals fetch" in on_fixtures
     assert on_samples.endswith(", ".join(e.name for e in benchmarks() if not e.measured))
-    assert "drop" in on_samples and "gsm8k" not in on_samples
+    assert "bbh" in on_samples and "gsm8k" not in on_samples
 
     monkeypatch.setenv(CACHE_ENV, str(tmp_path))  # a fetched cache: only the samples remain
     assert unmeasured_notes() == [on_samples]
@@ -183,3 +183,11 @@ def test_mgsm_reads_one_headerless_file_a_language_and_keeps_the_language():
     spanish = [item for item in items if item.metadata["language"] == "es"]
     assert spanish[0].input.startswith("Ana tiene 12 manzanas") and spanish[0].target == "16"
     assert all(re.fullmatch(r"[0-9a-f]{64}", f.sha256) for f in benchmark("mgsm").hub.files)
+
+
+def test_drop_keeps_every_distinct_reference_answer_for_the_f1_scorer():
+    items = {item.input.split("\n")[1]: item for item in benchmark_items("drop")}
+    lake = items["Question: What does the river reach last?"]
+    assert lake.metadata["answers"] == ["lake", "the lake"] and lake.target == "lake"
+    ferries = items["Question: How many ferries did the town have after 2005?"]
+    assert ferries.metadata["answers"] == ["6"]  # a number, validated twice: one answer

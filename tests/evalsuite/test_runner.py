@@ -75,15 +75,15 @@ def test_a_benchmark_whose_data_set_is_not_in_the_hub_cache_is_unscored_and_says
     model = always("eval-always-b-2", "ANSWER: B")
     empty = tmp_path / "empty-cache"
     empty.mkdir()
-    mmlu, drop = run_benchmarks(
+    mmlu, bbh = run_benchmarks(
         endpoint=model,
-        benchmark_names=["mmlu", "drop"],
+        benchmark_names=["mmlu", "bbh"],
         log_dir=str(tmp_path / "logs"),
         hub_cache=str(empty),
     )
     assert mmlu.score is None and mmlu.n == 0
     assert "cais/mmlu@c30699e8356d" in mmlu.error and "manage.py evals fetch" in mmlu.error
-    assert drop.score == 0.0 and drop.error == ""  # a project-sample benchmark still runs
+    assert bbh.score == 0.0 and bbh.error == ""  # a project-sample benchmark still runs
 
 
 @pytest.fixture(autouse=True)
@@ -118,3 +118,11 @@ def test_every_hub_backed_benchmark_runs_end_to_end_on_its_fixture(always, tmp_p
         log = json.loads(Path(outcome.log_path).read_text())
         assert log["eval"]["dataset"]["location"] == entry.hub.label, entry.name
         assert {s["id"] for s in log["samples"]} == {item.id for item in items}, entry.name
+
+
+def test_drop_is_scored_by_f1_against_the_best_reference_answer(always, tmp_path):
+    model = always("eval-drop-six", "Three plus four, minus one.\nANSWER: 6")
+    (drop,) = run_benchmarks(endpoint=model, benchmark_names=["drop"], log_dir=str(tmp_path))
+    assert drop.error == "" and drop.n == 5
+    assert sorted(item.value for item in drop.items) == [0.0, 0.0, 0.0, 0.0, 1.0]
+    assert drop.score == pytest.approx(0.2)
