@@ -10,7 +10,7 @@ import contextlib
 import hashlib
 import json
 import stat
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -46,11 +46,24 @@ CHECKPOINT_TEXT_FILES = ("tokenizer_config.json", "chat_template.jinja", "chat_t
 Log = Callable[[str], None]
 
 
-def default_evaluation_items() -> Iterable[EvalItemLike]:
-    """Every evaluation item the platform knows, held-out ones included (from evalsuite)."""
-    from evalsuite.registry import evaluation_items  # imported late: safety sits above it
+class EvaluationDataMissing(ValueError):
+    """A benchmark's test set is not loaded: an audit without it would clear an agent that
+    trained on it, so none runs."""
 
-    return evaluation_items()
+
+def default_evaluation_items() -> Iterable[EvalItemLike]:
+    """Every item of every benchmark the registry loads (its pinned hub sets, from the hub
+    cache), held-out and safety ones included. Raises EvaluationDataMissing, naming every
+    set not in the cache, before anything is read."""
+    from evalsuite import registry  # imported late: safety sits above it
+
+    missing = registry.missing_data()
+    if missing:
+        raise EvaluationDataMissing(
+            f"{len(missing)} benchmark data set(s) missing, the audit would not see them: "
+            + " | ".join(str(error) for error in missing)
+        )
+    return registry.evaluation_items()
 
 
 def finding_record(
@@ -162,9 +175,12 @@ def audit_run(
     code_index = hardcoded.hardcoded_index(evaluation)
     report.items = len(evaluation)
     report.unscannable_items = len(text_index.unscannable)
+    per_benchmark = Counter(item.benchmark for item in evaluation)
     log(
         f"audit of {len(agents)} agent(s), {len(nominations)} nomination(s); "
-        f"{len(evaluation)} evaluation items indexed ({len(text_index.unscannable)} too short)"
+        f"{len(evaluation)} evaluation items of {len(per_benchmark)} benchmark(s) indexed "
+        f"({len(text_index.unscannable)} too short): "
+        + ", ".join(f"{name} {count}" for name, count in sorted(per_benchmark.items()))
     )
     references = _references(nominations)
     for agent in agents:

@@ -22,11 +22,13 @@ from pathlib import Path
 import pytest
 import zstandard
 
+from evalsuite import hub
+from evalsuite.registry import benchmarks, evaluation_items
 from safety.contamination import contamination_index, scan_file
 from safety.files import data_format
 from safety.formats import EXPANSION_FLOOR_BYTES, Format
 from safety.models import Finding
-from safety.services import audit_run
+from safety.services import EvaluationDataMissing, audit_run
 from tests.safety.conftest import ITEMS, make_agent
 from tests.security.conftest import bounded
 
@@ -332,3 +334,59 @@ def test_the_expansion_cap_lets_ordinary_compressed_data_through(staging):
 
     assert scan.skipped == "" and scan.records == 200_001
     assert [(m.item_id, m.line) for m in scan.matches] == [("rq-1", 200_001)]
+
+
+# --- the real test sets: every item of every loaded benchmark -----------------------------------
+
+
+def gsm8k_test_file() -> Path:
+    """GSM8K's pinned test split as the hub cache holds it (the suite's hub-shaped fixture)."""
+    repo = hub.cache_dir() / "datasets--openai--gsm8k" / "snapshots"
+    (found,) = repo.glob("*/main/test-*.parquet")
+    return found
+
+
+def test_planted_copies_of_a_real_test_set_are_found_by_the_default_index(planter, staging):
+    """Issue 14's 'done when': a copy of a benchmark's own file, as Parquet and as Arrow."""
+    import datasets
+
+    shutil.copy(gsm8k_test_file(), staging / "gsm8k-test.parquet")
+    test_split = datasets.load_dataset(
+        "parquet", data_files=str(gsm8k_test_file()), split="train", cache_dir=str(staging / "c")
+    )
+    test_split.save_to_disk(str(staging / "gsm8k_arrow"))
+    planter.copy_in(staging / "gsm8k-test.parquet", "data/gsm8k-test.parquet")
+    planter.copy_in(staging / "gsm8k_arrow", "data/gsm8k_arrow")
+
+    report = audit_run()
+
+    gsm8k = {i.item_id for i in evaluation_items() if i.benchmark == "gsm8k"}
+    found = {Path(f.evidence["file"]).name: f for f in contamination_of(planter)}
+    assert set(found) == {"gsm8k-test.parquet", "data-00000-of-00001.arrow"}
+    for finding in found.values():
+        assert finding.evidence["benchmarks"] == ["gsm8k"]
+        assert matched_items(finding) == gsm8k  # every item of the split
+    assert report.items == len(list(evaluation_items()))
+
+
+def test_the_default_index_is_every_item_of_every_benchmark():
+    lines: list[str] = []
+
+    report = audit_run(log=lines.append)
+
+    items = list(evaluation_items())
+    assert report.items == len(items)
+    assert {i.benchmark for i in items} == {b.name for b in benchmarks()}
+    for entry in benchmarks():
+        count = sum(1 for i in items if i.benchmark == entry.name)
+        assert f"{entry.name} {count}" in lines[0]
+
+
+def test_an_audit_refuses_to_run_without_a_test_set_it_should_index(tmp_path, monkeypatch):
+    monkeypatch.setenv(hub.CACHE_ENV, str(tmp_path))
+
+    with pytest.raises(EvaluationDataMissing) as refused:
+        audit_run()
+
+    assert "gsm8k" in str(refused.value) and hub.FETCH_COMMAND in str(refused.value)
+    assert not Finding.objects.exists()
