@@ -25,6 +25,7 @@ import unicodedata
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Protocol
 
 import numpy as np
@@ -133,6 +134,12 @@ class ItemIndex:
             )
         self.postings = dict(postings)
         self._keys = np.array(sorted(self.postings), dtype=np.uint64)
+        # A one-bit-per-slot filter on the top bits of each gram: most windows of a record are
+        # in no item, and one gather rules them out before the binary search of the keys.
+        bits = int(np.clip(np.ceil(np.log2(max(len(self._keys), 1) * 16)), 16, 28))
+        self._shift = np.uint64(64 - bits)
+        self._filter = np.zeros(1 << bits, dtype=bool)
+        self._filter[self._keys >> self._shift] = True
 
     def _id(self, token: str) -> int:
         found = self.vocabulary.get(token)
@@ -150,9 +157,10 @@ class ItemIndex:
             return hits
         ids: list[int] = []
         starts: list[int] = []
+        lookup = self.vocabulary.get
         for record in records:
             starts.append(len(ids))
-            ids.extend(self.vocabulary.get(t, 0) for t in tokens(record))
+            ids.extend(map(lookup, tokens(record), repeat(0)))
             ids.append(0)  # a separator: no gram spans two records
         doc = np.array(ids, dtype=np.uint64)
         record_starts = np.array(starts, dtype=np.int64)
@@ -161,12 +169,13 @@ class ItemIndex:
                 continue
             hashes = _gram_hashes(doc, k)
             valid = _windows_without_zero(doc, k)
-            place = np.searchsorted(self._keys, hashes)
+            candidates = np.flatnonzero(valid & self._filter[hashes >> self._shift])
+            place = np.searchsorted(self._keys, hashes[candidates])
             place[place >= len(self._keys)] = 0
-            found = np.flatnonzero(valid & (self._keys[place] == hashes))
-            for position in found.tolist():
+            found = candidates[self._keys[place] == hashes[candidates]]
+            owners = np.searchsorted(record_starts, found, side="right") - 1
+            for position, owner in zip(found.tolist(), owners.tolist(), strict=True):
                 gram = int(hashes[position])
-                owner = int(np.searchsorted(record_starts, position, side="right")) - 1
                 offset = position - starts[owner]
                 for number, which in self.postings[gram]:
                     hit = hits[owner].get(number)
