@@ -156,6 +156,10 @@ ARENA_GENERATION_TIMEOUT_S = env_float("ARENA_GENERATION_TIMEOUT_S", 60.0, minim
 # A vote cast sooner than this after both answers are shown is refused: nobody reads two
 # answers that fast, so it is a bot or a reflex, not a judgement.
 ARENA_MIN_VOTE_SECONDS = env_float("ARENA_MIN_VOTE_SECONDS", 2.0, minimum=0.0)
+# The pace, in characters a second, at which both answers are shown: a model's own speed and
+# time to first token would tell who wrote it (arena/battles/pacing.py). 0 streams each side as
+# its server writes it.
+ARENA_STREAM_CHARS_PER_SECOND = env_float("ARENA_STREAM_CHARS_PER_SECOND", 300.0, minimum=0.0)
 # New battles per voter (session) and per salted IP hash, over a sliding minute.
 ARENA_BATTLES_PER_MINUTE = env_int("ARENA_BATTLES_PER_MINUTE", 10, minimum=1)
 ARENA_BATTLES_PER_MINUTE_PER_IP = env_int("ARENA_BATTLES_PER_MINUTE_PER_IP", 60, minimum=1)

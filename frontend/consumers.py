@@ -3,6 +3,9 @@
 Frames carry a side ("a"/"b") and text, never a contestant. A battle streams once; opening
 the socket of a finished battle replays the stored answers.
 
+Both sides are released at one common pace (`arena/battles/pacing.py`,
+`ARENA_STREAM_CHARS_PER_SECOND`), so a model's speed is not a tell either.
+
 Before the vote, a side's status is the same whoever wrote it: "done", or the one failure
 text. A finish reason ("length": a base model that never stops) or a server's error message
 would tell one contestant from another, so neither leaves the server: both are stored with
@@ -20,8 +23,15 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 
-from arena.battles.generation import GenerationEvent, SideDelta, SideFinished, battle_run
+from arena.battles.generation import (
+    EventSink,
+    GenerationEvent,
+    SideDelta,
+    SideFinished,
+    battle_run,
+)
 from arena.battles.models import Battle
+from arena.battles.pacing import PacedRelease
 from arena.battles.selectors import battle_for_voter
 from arena.battles.services import SideResult
 from arena.leaderboard.live import screen_closed, screen_opened
@@ -63,14 +73,29 @@ class BattleConsumer(AsyncJsonWebsocketConsumer):
 
     async def _stream_or_replay(self, battle: Battle) -> None:
         if battle.state == Battle.State.CREATED:
+            release = _paced_release(self._forward)
+            releasing = asyncio.create_task(release.run()) if release else None
             try:
-                finished = await battle_run(battle.pk, self._forward)
+                finished = await battle_run(
+                    battle.pk, release.receive if release else self._forward
+                )
+                if release is not None:
+                    release.generation_over()
+                    await releasing
             except Exception:
                 # battle_run has marked the battle failed; the voter must hear so too, or the
                 # page shows "Writing…" forever.
                 log.exception("battle %s failed while its answers were generated", battle.pk)
+                if releasing is not None:
+                    releasing.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await releasing
+                    await release.flush()  # the page shows what was written before the break
                 await self._send_generation_failed()
                 return
+            finally:
+                if releasing is not None and not releasing.done():
+                    releasing.cancel()
             if finished is not None:
                 await self._send_battle_done(votable=finished.state == Battle.State.COMPLETE)
                 return
@@ -120,6 +145,11 @@ class BattleConsumer(AsyncJsonWebsocketConsumer):
         else:
             frame["message"] = "A model failed to answer, so this battle cannot be voted on."
         await self.send_json(frame)
+
+
+def _paced_release(emit: EventSink) -> PacedRelease | None:
+    pace = settings.ARENA_STREAM_CHARS_PER_SECOND
+    return PacedRelease(emit, chars_per_second=pace) if pace > 0 else None
 
 
 def _battle_of_session(session: Any, battle_id: str) -> Battle | None:

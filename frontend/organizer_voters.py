@@ -30,18 +30,15 @@ def voter_sections() -> list[OrganizerSection]:
         ]
         for f in flagged
     ]
-    note = (
-        "Voters whose votes do not look like people's (see /organizer/voters/ to exclude one "
-        "from the fit, or `manage.py voters`)."
-        if rows
-        else "No voter is flagged."
-    )
+    if not rows:
+        return []
     return [
         OrganizerSection(
             title="Flagged voters",
             columns=["Kind", "Voter", "Votes", "Evidence", "Status"],
             rows=rows,
-            note=note,
+            note="Voters whose votes do not look like people's (exclude one from the fit on "
+            "/organizer/voters/, or with `manage.py voters`).",
         )
     ]
 

@@ -245,3 +245,51 @@ async def test_a_battle_that_breaks_while_generating_still_ends_the_page(scripte
     assert (await db(Battle.objects.get, pk=battle.pk)).state == Battle.State.FAILED
     with pytest.raises(BattleRefused, match="cannot be voted on"):
         await db(vote_record, battle_id=battle.pk, choice="a", voter_key=VOTER_KEY, ip_hash="ip")
+
+
+def shown_lengths(frames: list[dict], side: str) -> list[int]:
+    """How many characters of `side` the page showed after each of its frames."""
+    total, lengths = 0, []
+    for frame in frames:
+        if frame.get("side") == side and frame["type"] == "delta":
+            total += len(frame["text"])
+            lengths.append(total)
+    return lengths
+
+
+async def test_a_slow_model_and_a_fast_one_are_shown_at_the_same_pace(scripted_llm, settings):
+    # Alpha's server writes its answer at once; Beta's takes about a second. Before the vote
+    # the page must not tell them apart by speed: both advance together and end together.
+    settings.ARENA_STREAM_CHARS_PER_SECOND = 400
+    text = "Every word of this answer is as long as the other one here."
+    await db(scripted_pair, scripted_llm, text, text.upper())
+    scripted_llm.scripts["alpha-model"].delay_s = 0.0
+    scripted_llm.scripts["beta-model"].delay_s = 0.07
+    battle = await db(new_battle)
+
+    frames, _ = await run_battle(battle.pk)
+
+    assert shown_lengths(frames, "a") == shown_lengths(frames, "b")
+    assert shown_lengths(frames, "a")[-1] == len(text)
+    order = [(f["type"], f.get("side")) for f in frames]
+    first_a, first_b = order.index(("delta", "a")), order.index(("delta", "b"))
+    assert abs(first_a - first_b) == 1  # the first words of both sides appear together
+    done_a, done_b = order.index(("side_done", "a")), order.index(("side_done", "b"))
+    assert abs(done_a - done_b) == 1  # and both sides end together
+
+
+async def test_a_shorter_answer_ends_first_whichever_model_is_faster(scripted_llm, settings):
+    settings.ARENA_STREAM_CHARS_PER_SECOND = 400
+    await db(scripted_pair, scripted_llm, "Short one.", "A much longer answer that keeps on going.")
+    scripted_llm.scripts["alpha-model"].delay_s = 0.15  # the short answer's server is slow
+    scripted_llm.scripts["beta-model"].delay_s = 0.0
+    battle = await db(new_battle)
+
+    frames, _ = await run_battle(battle.pk)
+
+    # Which side each model answers on is drawn per battle: find the short one by its text.
+    short = next(f["side"] for f in frames if f["type"] == "delta" and f["text"][0] == "S")
+    long = "b" if short == "a" else "a"
+    order = [(f["type"], f.get("side")) for f in frames]
+    assert order.index(("side_done", short)) < order.index(("side_done", long))
+    assert shown_lengths(frames, short)[-1] == len("Short one.")
