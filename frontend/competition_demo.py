@@ -464,6 +464,13 @@ def evaluations_unfinished(phase: Phase) -> list[str]:
     ]
 
 
+def _score_cell(cell: dict | None) -> str:
+    if cell is None:
+        return "-"
+    stderr = cell.get("stderr")
+    return f"{cell['score']:.2f}" + (f"±{stderr:.2f}" if stderr is not None else "±?")
+
+
 def benchmark_lines(phase: Phase) -> list[str]:
     """The benchmark table (benchmarks down, models across), gap closed and safety deltas."""
     report = phase_report(phase)
@@ -471,18 +478,20 @@ def benchmark_lines(phase: Phase) -> list[str]:
     if not models:
         return [f"{phase.label}: no evaluation results"]
     names = [m["model"] for m in models]
-    width = max(10, *(len(n) for n in names))
-    lines = [f"{phase.label} benchmarks ({', '.join(n for n in names)})"]
-    lines.append("  " + f"{'benchmark':<16}" + "".join(f"{n[:width]:>{width + 1}}" for n in names))
+    width = max(11, *(len(n) for n in names))
+    lines = [
+        f"{phase.label} benchmarks ({', '.join(n for n in names)}): "
+        "score ± standard error over n items"
+    ]
+    lines.append(
+        "  " + f"{'benchmark':<16}{'n':>5}" + "".join(f"{n[:width]:>{width + 1}}" for n in names)
+    )
     benchmarks = sorted({b for m in models for b in m["scores"]})
     for name in benchmarks:
-        cells = "".join(
-            f"{m['scores'][name]['score']:>{width + 1}.2f}"
-            if name in m["scores"]
-            else f"{'-':>{width + 1}}"
-            for m in models
-        )
-        lines.append(f"  {name:<16}{cells}")
+        cells = [m["scores"].get(name) for m in models]
+        items = max((c["n"] or 0 for c in cells if c), default=0)
+        text = "".join(f"{_score_cell(c):>{width + 1}}" for c in cells)
+        lines.append(f"  {name:<16}{items:>5}{text}")
     for model in models:
         gap = model.get("gap_closed")
         if gap is not None:

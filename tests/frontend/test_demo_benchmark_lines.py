@@ -20,3 +20,13 @@ def test_the_demo_table_names_the_benchmarks_it_could_not_measure_and_why():
     assert "evals fetch" in fixtures  # the demo reads the fixture hub cache
     (samples,) = [line for line in lines if "not on the hub yet" in line]
     assert "bbh" in samples and "gsm8k" not in samples
+
+
+def test_each_score_in_the_demo_table_carries_its_standard_error_and_item_count():
+    phase = running_phase()
+    run = eval_run(phase, EvalRun.Role.BASE, {"gsm8k": 0.2}, label="base")
+    result = run.results.get(benchmark="gsm8k")
+
+    (row,) = [line for line in benchmark_lines(phase) if line.strip().startswith("gsm8k")]
+
+    assert row.split()[1:] == [str(result.n), f"0.20±{result.stderr:.2f}"]
