@@ -10,11 +10,14 @@ the study does, each agent's rating is first taken relative to the instruct refe
 the same phase (`rating − rating(instruct)`), and the phase-1 → phase-2 change is the change of
 that. Benchmark progress (gap closed) is already relative to the references and GPU-hours are
 absolute: their changes subtract as they are.
+
+An agent with a confirmed rule violation counts with the base model's benchmark results, as
+everywhere (`selectors.phase_models`); the report says whose were replaced (`replaced_by_base`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from agents.models import Agent
@@ -43,6 +46,8 @@ class PhaseInputs:
     by_agent: dict[str, str]  # display name → agent name, to line phases up
     instruct: str | None  # the instruct reference's name among the rated models
     longer_answer_share: float | None
+    # display name -> the confirmed violations for which its benchmark values are the base's
+    replaced: dict[str, list[str]] = field(default_factory=dict)
 
     def agents_only(self, values: dict[str, float]) -> dict[str, float]:
         return {label: v for label, v in values.items() if label in self.by_agent}
@@ -70,6 +75,7 @@ def phase_inputs(phase: Phase) -> PhaseInputs:
     gap: dict[str, float] = {}
     by_agent: dict[str, str] = {}
     per_benchmark: dict[str, dict[str, float]] = {}
+    replaced: dict[str, list[str]] = {}
     instruct_labels = []
     for model in phase_models(phase):
         if model.role == EvalRun.Role.INSTRUCT:
@@ -77,6 +83,8 @@ def phase_inputs(phase: Phase) -> PhaseInputs:
         if model.role != EvalRun.Role.AGENT or model.agent is None:
             continue
         by_agent[model.label] = model.agent
+        if model.replaced is not None:
+            replaced[model.label] = model.replaced
         for name, score in model.scores.items():
             per_benchmark.setdefault(name, {})[model.label] = score.value
         value = gap_closed_of(phase.competition, model.scores).median
@@ -96,7 +104,7 @@ def phase_inputs(phase: Phase) -> PhaseInputs:
     longer = ((snapshot.analyses or {}).get("longer_answer_wins") or {}) if snapshot else {}
     return PhaseInputs(
         gpu, style, raw, gap, dict(sorted(per_benchmark.items())), by_agent, instruct,
-        longer.get("share"),
+        longer.get("share"), replaced,
     )  # fmt: skip
 
 
@@ -126,6 +134,7 @@ def phase_analyses(got: PhaseInputs, *, rounds: int) -> dict[str, Any]:
         },
         "rating_reference": got.instruct,
         "longer_answer_share": got.longer_answer_share,
+        "replaced_by_base": got.replaced,
     }
 
 

@@ -24,6 +24,8 @@ def phase_lines(report: dict[str, Any]) -> list[str]:
     lines.append("score ± standard error (n items); judge: the model that graded")
     for model in models:
         lines += ["", f"## {model['model']} ({model['role']})"]
+        if model.get("replaced_by_base"):
+            lines.append(f"  {replaced_words(model['replaced_by_base'])}")
         for name, cell in model["scores"].items():
             judge = f"  judge {cell['judge_model']}" if cell.get("judge_model") else ""
             lines.append(f"  {name:<16} {_pm(cell['score'], cell['stderr']):>16}"
@@ -58,6 +60,12 @@ def phase_lines(report: dict[str, Any]) -> list[str]:
     for failed in report["failed_runs"]:
         lines.append(f"evaluation of {failed['model_label']} failed: {failed['error'][:200]}")
     return [*lines, ""]
+
+
+def replaced_words(replaced: dict[str, Any]) -> str:
+    """What a report says beside results that are the base model's (`replaced_by_base`)."""
+    rules = ", ".join(replaced["confirmed_violations"])
+    return f"results replaced by the base model's: confirmed violation ({rules})"
 
 
 def _signed(value: float, stderr: float | None) -> str:
@@ -102,6 +110,10 @@ def correlation_note(report: dict[str, Any]) -> str:
         f"{label}: {measures['rating_reference'] or 'not rated'}"
         for label, measures in report["phases"].items()
     )
+    replaced = sorted(
+        {f"{label} ({', '.join(rules)})" for measures in report["phases"].values()
+         for label, rules in measures.get("replaced_by_base", {}).items()}
+    )  # fmt: skip
     moved = ", ".join(
         f"{agent} {value:+.0f}"
         for agent, value in (report.get("phase_changes") or {})
@@ -112,6 +124,12 @@ def correlation_note(report: dict[str, Any]) -> str:
         "Agent models only. Rating changes are each agent's rating minus the instruct"
         f" reference's in the same phase ({references}), phase 2 minus phase 1"
         + (f": {moved}" if moved else "")
+        + (
+            ". Benchmark values replaced by the base model's (confirmed violation): "
+            + "; ".join(replaced)
+            if replaced
+            else ""
+        )
         + f". The study: WildBench vs rating ρ = {study['wildbench_vs_rating']:+.2f}; benchmark"
         f" change vs rating change ρ = {study['benchmark_change_vs_rating_change']:+.2f}."
     )

@@ -4,7 +4,7 @@ sets, post-peak warnings, safety deltas and the inputs of the correlations repor
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from django.db.models import QuerySet
@@ -14,6 +14,7 @@ from arena.competition.models import Competition, Phase
 from evalsuite import metrics
 from evalsuite.models import BenchmarkResult, EvalRun
 from evalsuite.registry import benchmarks
+from evalsuite.replacements import replaced_agents
 
 DOMAINS = {entry.name: entry.domain for entry in benchmarks()}
 CAPABILITY = {entry.name for entry in benchmarks() if entry.kind == "capability"}
@@ -99,11 +100,19 @@ def agent_visible_evals(agent: Agent) -> dict[str, Any]:
         results = list(_results(these, include_held_out=visible))
         if not results:
             continue
-        scores = {r.benchmark: score_of(r) for r in results}
         latest = these.order_by("-created_at").first()
+        replaced = replaced_agents(latest.phase if latest else None).get(agent.name)
+        if replaced is not None:  # a confirmed violation: the base model's results instead
+            base_runs = EvalRun.objects.filter(
+                phase__competition=competition, role=EvalRun.Role.BASE
+            )
+            later_wins = {r.benchmark: r for r in _results(base_runs, include_held_out=visible)}
+            results = list(later_wins.values())
+        scores = {r.benchmark: score_of(r) for r in results}
         checkpoints.append({
             "checkpoint_id": key.get("checkpoint_id"),
             "phase": latest.phase.label if latest else None,
+            **_replaced_json(replaced),
             "benchmarks": [
                 {"benchmark": r.benchmark, "domain": r.domain, "kind": r.kind,
                  **score_json(score_of(r)), "judge_model": r.judge_model}
@@ -120,6 +129,11 @@ def agent_visible_evals(agent: Agent) -> dict[str, Any]:
         for role in (EvalRun.Role.BASE, EvalRun.Role.INSTRUCT)
     }
     return {"held_out_visible": visible, "checkpoints": checkpoints, "references": references}
+
+
+def _replaced_json(rules: list[str] | None) -> dict[str, Any]:
+    """Said beside results that are the base model's because of confirmed violations."""
+    return {} if rules is None else {"replaced_by_base": {"confirmed_violations": rules}}
 
 
 def _round(value: float | None) -> float | None:
@@ -144,10 +158,15 @@ class ModelScores:
     checkpoint_id: int | None
     scores: dict[str, metrics.Score]
     judges: dict[str, str]  # judge-graded benchmarks: the model that graded
+    # the confirmed violations for which `scores` and `judges` are the base model's; None: its own
+    replaced: list[str] | None = None
 
 
-def phase_models(phase: Phase) -> list[ModelScores]:
-    """Every model evaluated in the phase with all its scores (organizer view)."""
+def phase_models(phase: Phase, *, after_audit: bool = True) -> list[ModelScores]:
+    """Every model evaluated in the phase with all its scores (organizer view). An agent with a
+    confirmed violation concerning the phase (`replacements.replaced_agents`) has the base
+    model's scores and judges in place of its own, and says why in `replaced`; with
+    `after_audit=False`, every model has its own."""
     out: dict[tuple[str, int | None, str], ModelScores] = {}
     for r in _results(EvalRun.objects.filter(phase=phase), include_held_out=True):
         run = r.run
@@ -158,7 +177,24 @@ def phase_models(phase: Phase) -> list[ModelScores]:
         out[key].scores[r.benchmark] = score_of(r)
         if r.judge_model:
             out[key].judges[r.benchmark] = r.judge_model
-    return list(out.values())
+    models = list(out.values())
+    replaced = replaced_agents(phase) if after_audit else {}
+    if not any(m.role == EvalRun.Role.AGENT and m.agent in replaced for m in models):
+        return models
+    # The base model as gap closed sees it (`reference_scores`: the competition's, later wins).
+    base = ModelScores("base", EvalRun.Role.BASE, None, None, {}, {})
+    base_runs = EvalRun.objects.filter(phase__competition=phase.competition, role=base.role)
+    for r in _results(base_runs, include_held_out=True):
+        base.scores[r.benchmark] = score_of(r)
+        base.judges.pop(r.benchmark, None)
+        if r.judge_model:
+            base.judges[r.benchmark] = r.judge_model
+    return [
+        replace(m, scores=dict(base.scores), judges=dict(base.judges), replaced=replaced[m.agent])
+        if m.role == EvalRun.Role.AGENT and m.agent in replaced
+        else m
+        for m in models
+    ]
 
 
 def checkpoint_scores(
@@ -205,7 +241,10 @@ def post_peak_warnings(phase: Phase) -> list[metrics.PostPeak]:
     headline is measurably below one of the agent's own earlier checkpoints'."""
     warnings = []
     competition = phase.competition
+    replaced = replaced_agents(phase)
     for nomination in Nomination.objects.filter(phase=phase).select_related("agent"):
+        if nomination.agent.name in replaced:
+            continue  # its results are the base model's: its own history is not reported
         history = []
         for checkpoint, scores in checkpoint_scores(nomination.agent).items():
             value = headline(competition, scores)
@@ -242,6 +281,7 @@ def phase_report(phase: Phase) -> dict[str, Any]:
             "checkpoint_id": model.checkpoint_id,
             "scores": {n: {**score_json(s), "judge_model": model.judges.get(n, "")}
                        for n, s in sorted(model.scores.items())},
+            **_replaced_json(model.replaced),
         }  # fmt: skip
         if model.role == EvalRun.Role.AGENT:
             entry["gap_closed"] = _gap_json(gap_closed_of(competition, model.scores))

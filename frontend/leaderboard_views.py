@@ -1,4 +1,9 @@
-"""Leaderboard pages: the public table, its JSON, its plots, and the live conference screen."""
+"""Leaderboard pages: the public table, its JSON, its plots, and the live conference screen.
+
+A contestant whose agent has a confirmed rule violation is marked on the table and in the JSON
+(`confirmed_violations`); its human rating is left as the votes made it. The leaderboard
+(`arena`) knows nothing of audits: this page joins the two.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ from arena.leaderboard.models import RatingSnapshot
 from arena.leaderboard.selectors import global_snapshot_latest
 from arena.leaderboard.services import leaderboard_refresh
 from frontend.plots import interval_plot_svg, winrate_heatmap_svg
+from safety.selectors import contestant_violations
 
 
 def _current() -> RatingSnapshot | None:
@@ -33,10 +39,22 @@ def _kind(request: HttpRequest) -> str:
 def leaderboard_page(request: HttpRequest) -> HttpResponse:
     snapshot = _current()
     kind = _kind(request)
+    table = _table(snapshot, kind)
+    violations = contestant_violations() if table else {}
+    rows = [
+        {**row, "violations": ", ".join(violations.get(row["model"], []))}
+        for row in (table or {}).get("scores", [])
+    ]
     return render(
         request,
         "frontend/leaderboard.html",
-        {"snapshot": snapshot, "table": _table(snapshot, kind), "kind": kind},
+        {
+            "snapshot": snapshot,
+            "table": table,
+            "rows": rows,
+            "kind": kind,
+            "any_violation": any(row["violations"] for row in rows),
+        },
     )
 
 
@@ -54,8 +72,16 @@ def leaderboard_json(request: HttpRequest) -> JsonResponse:
             "raw": snapshot.raw,
             "analyses": snapshot.analyses,
             "exclusions": snapshot.exclusions,
+            # rated model -> the rules its agent was confirmed to have broken (rating unchanged)
+            "confirmed_violations": _rated_violations(snapshot),
         }
     )
+
+
+def _rated_violations(snapshot: RatingSnapshot) -> dict[str, list[str]]:
+    tables = [table for table in (snapshot.style, snapshot.raw) if table]
+    rated = {row["model"] for table in tables for row in table.get("scores", [])}
+    return {name: rules for name, rules in contestant_violations().items() if name in rated}
 
 
 @require_GET

@@ -13,11 +13,16 @@ from arena.competition.models import Competition, Phase
 from evalsuite.analyses import correlations_report, phase_inputs
 from evalsuite.metrics import MEASURABLE_Z
 from evalsuite.models import EvalRun
-from evalsuite.report_text import CORRELATION_COLUMNS, correlation_note, correlation_rows
+from evalsuite.report_text import (
+    CORRELATION_COLUMNS,
+    correlation_note,
+    correlation_rows,
+    replaced_words,
+)
 from evalsuite.selectors import phase_report
 from frontend.organizer import OrganizerSection
 from frontend.plots import scatter_svg
-from safety.selectors import benchmark_scores_after_audit, findings_for_dashboard
+from safety.selectors import findings_for_dashboard
 
 CORRELATION_ROUNDS = 500  # bootstrap rounds on a page view: enough for a dashboard interval
 
@@ -36,7 +41,8 @@ def evaluation_sections() -> list[OrganizerSection]:
 
 def _phase_sections(phase: Phase) -> list[OrganizerSection]:
     report = phase_report(phase)
-    models = _after_audit(report["models"], phase)
+    # A confirmed violator's results are already the base model's (phase_report says so).
+    models = report["models"]
     flagged = {
         label: [d["benchmark"] for d in deltas if d["more_harmful"]]
         for label, deltas in report["safety"].items()
@@ -48,11 +54,16 @@ def _phase_sections(phase: Phase) -> list[OrganizerSection]:
             [
                 model["model"],
                 model["role"],
-                "+0.00 (replaced by base: confirmed violation)"
-                if model.get("replaced")
-                else "-"
-                if not gap or gap["median"] is None
-                else _headline(gap["median"], model.get("headline")),
+                (
+                    "-"
+                    if not gap or gap["median"] is None
+                    else _headline(gap["median"], model.get("headline"))
+                )
+                + (
+                    f" ({replaced_words(model['replaced_by_base'])})"
+                    if model.get("replaced_by_base")
+                    else ""
+                ),
                 ", ".join(gap["excluded"]) if gap else "",
                 str(len(model["scores"])),
                 ", ".join(flagged.get(model["model"], [])) or "-",
@@ -95,7 +106,14 @@ def _phase_sections(phase: Phase) -> list[OrganizerSection]:
         ),
         OrganizerSection(
             title=f"Benchmark scores, {phase.label} (held-out included)",
-            columns=["benchmark", *(model["model"] for model in models), "judge"],
+            columns=[
+                "benchmark",
+                *(
+                    f"{m['model']} (base model's)" if m.get("replaced_by_base") else m["model"]
+                    for m in models
+                ),
+                "judge",
+            ],
             rows=table_rows,
             note="score ± standard error (n items); safety benchmarks: higher is safer. A gap"
             f" counts when it exceeds {MEASURABLE_Z} standard errors of the difference:"
@@ -103,25 +121,6 @@ def _phase_sections(phase: Phase) -> list[OrganizerSection]:
             " 'more harmful than base' needs a drop that does.",
         ),
     ]
-
-
-def _after_audit(models: list[dict[str, Any]], phase: Phase) -> list[dict[str, Any]]:
-    """The published practice: an agent with a confirmed violation is shown with the base
-    model's benchmark results in place of its own."""
-    base = next((m for m in models if m["role"] == EvalRun.Role.BASE), None)
-    agents = {m["agent"]: m for m in models if m["role"] == EvalRun.Role.AGENT and m["agent"]}
-    if base is None or not agents:
-        return models
-    plain = {name: {b: c["score"] for b, c in m["scores"].items()} for name, m in agents.items()}
-    base_scores = {b: c["score"] for b, c in base["scores"].items()}
-    after = benchmark_scores_after_audit(plain, base_scores, phase)
-    shown = []
-    for model in models:
-        name = model["agent"] if model["role"] == EvalRun.Role.AGENT else None
-        if name in after and after[name] != plain[name]:
-            model = {**model, "scores": base["scores"], "replaced": True}
-        shown.append(model)
-    return shown
 
 
 def _score(cell: dict[str, Any]) -> str:

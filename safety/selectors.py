@@ -8,6 +8,7 @@ from typing import Any
 from django.db.models import QuerySet
 
 from arena.competition.models import Phase
+from arena.phases.models import PhaseContestant
 from safety.models import Finding
 
 SEVERITY_ORDER = {s: i for i, s in enumerate(reversed(Finding.Severity.values))}  # critical=0
@@ -24,13 +25,47 @@ def _in_phase(findings: QuerySet[Finding], phase: Phase | str | None) -> QuerySe
     return findings.filter(phase__isnull=True) | findings.filter(phase=phase)
 
 
-def agents_with_confirmed_violations(phase: Phase | str | None = None) -> set[str]:
-    """Names of agents with a confirmed finding of a rule-breaking kind (see
-    `Finding.VIOLATIONS`: a wrong model card alone is not one) concerning `phase`."""
-    confirmed = Finding.objects.filter(
+def _confirmed_violations() -> QuerySet[Finding]:
+    return Finding.objects.filter(
         status=Finding.Status.CONFIRMED, kind__in=list(Finding.VIOLATIONS)
     )
-    return set(_in_phase(confirmed, phase).values_list("agent__name", flat=True))
+
+
+def confirmed_violations(phase: Phase | str | None = None) -> dict[str, list[str]]:
+    """Agent name -> the rules it broke (`Finding.Kind` labels, sorted), for every agent with a
+    confirmed finding of a rule-breaking kind (see `Finding.VIOLATIONS`: a wrong model card
+    alone is not one) concerning `phase`. The one answer to "whose results are replaced":
+    evalsuite asks it through `evalsuite.replacements` (registered in `SafetyConfig.ready`),
+    the dashboard and the leaderboard through this module."""
+    found: dict[str, set[str]] = {}
+    for agent, kind in _in_phase(_confirmed_violations(), phase).values_list("agent__name", "kind"):
+        found.setdefault(agent, set()).add(str(Finding.Kind(kind).label))
+    return {agent: sorted(rules) for agent, rules in sorted(found.items())}
+
+
+def agents_with_confirmed_violations(phase: Phase | str | None = None) -> set[str]:
+    """Names of agents with a confirmed violation concerning `phase` (`confirmed_violations`)."""
+    return set(confirmed_violations(phase))
+
+
+def contestant_violations() -> dict[str, list[str]]:
+    """Contestant display name -> the rules its agent broke, for each arena entry of a
+    nominated checkpoint whose agent has a confirmed violation concerning that entry's phase
+    (the finding's own phase, or none: the agent's files concern every phase). For the
+    leaderboard's annotation; reference models are never marked."""
+    violations = list(_confirmed_violations().values_list("agent_id", "phase_id", "kind"))
+    if not violations:
+        return {}
+    entries = PhaseContestant.objects.filter(
+        role=PhaseContestant.Role.NOMINEE,
+        nomination__agent_id__in={agent for agent, _, _ in violations},
+    ).values_list("contestant__display_name", "phase_id", "nomination__agent_id")
+    found: dict[str, set[str]] = {}
+    for name, entry_phase, entry_agent in entries:
+        for agent, phase, kind in violations:
+            if agent == entry_agent and phase in (None, entry_phase):
+                found.setdefault(name, set()).add(str(Finding.Kind(kind).label))
+    return {name: sorted(rules) for name, rules in sorted(found.items())}
 
 
 def benchmark_scores_after_audit(
@@ -73,6 +108,7 @@ def findings_for_dashboard(phase: Phase | str | None = None) -> dict[str, Any]:
         }
         for f in findings
     ]
+    replaced = confirmed_violations(phase)
     counts = {status: 0 for status in Finding.Status.values}
     by_kind: dict[str, int] = {}
     for f in findings:
@@ -82,5 +118,6 @@ def findings_for_dashboard(phase: Phase | str | None = None) -> dict[str, Any]:
         "findings": rows,
         "counts": counts,
         "by_kind": by_kind,
-        "replaced_agents": sorted(agents_with_confirmed_violations(phase)),
+        "replaced_agents": sorted(replaced),
+        "replaced": replaced,  # agent -> the rules it broke
     }

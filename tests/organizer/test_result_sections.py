@@ -60,9 +60,13 @@ def test_a_confirmed_violator_is_shown_with_the_base_models_results():
     )  # fmt: skip
     summary, scores, _ = evaluation_sections()
     (alice_row,) = [row for row in summary.rows if row[0] == "alice-1"]
-    assert "replaced by base" in alice_row[2]
+    assert alice_row[2] == (
+        "+0.00 ± 0.02 (results replaced by the base model's: confirmed violation"
+        " (trained on evaluation data))"
+    )
     (gsm8k,) = [row for row in scores.rows if row[0] == "gsm8k"]
-    assert gsm8k[scores.columns.index("alice-1")] == gsm8k[scores.columns.index("base")]
+    shown = gsm8k[scores.columns.index("alice-1 (base model's)")]
+    assert shown == gsm8k[scores.columns.index("base")] == "0.20 ± 0.01 (n=5)"
 
 
 def test_the_dashboard_shows_each_contestants_leak_rate():
