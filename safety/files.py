@@ -41,7 +41,7 @@ import stat
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, TextIO
 
 from cluster.sandbox_files import (
@@ -102,6 +102,7 @@ BINARY_SUFFIXES = {
 }  # fmt: skip
 # A Hugging Face cache names files by their hash: there the first bytes say what a file holds.
 HASH_NAMED_FOLDERS = {"blobs", "downloads"}
+HUB_REPO_PREFIXES = ("datasets--", "models--", "spaces--")
 HASH_MIN_BYTES = 4096  # smaller files are too often identical by chance (configs, READMEs)
 
 
@@ -135,6 +136,16 @@ def data_format(path: AuditPath) -> Format | None:
 
 def is_data_file(path: AuditPath) -> bool:
     return data_format(path) is not None
+
+
+def in_hub_cache(path: str) -> bool:
+    """Whether `path` lies in a Hugging Face cache: a hub repository's folder
+    (`datasets--org--name`, `models--…`) or `.cache/huggingface`. What all its holders keep
+    there was downloaded, not taken from another participant."""
+    parts = PurePosixPath(path).parts
+    return any(part.startswith(HUB_REPO_PREFIXES) for part in parts) or any(
+        a == ".cache" and b == "huggingface" for a, b in itertools.pairwise(parts)
+    )
 
 
 def is_code_file(path: AuditPath) -> bool:

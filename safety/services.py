@@ -462,6 +462,8 @@ def _audit_shared_data(run: _Run, audited: list[Agent], references: dict[int, _R
                 holders[sha].extend(copies)
     audited_ids = {a.pk for a in audited}
     for sha, copies in holders.items():
+        if all(files.in_hub_cache(c.path) for c in copies):
+            continue  # the same public download in everyone's Hugging Face cache
         first_seen: dict[int, datetime] = {}
         for copy in copies:
             first_seen[copy.agent.pk] = min(first_seen.get(copy.agent.pk, copy.when), copy.when)

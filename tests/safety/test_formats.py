@@ -11,6 +11,7 @@ import gzip
 import hashlib
 import json
 import lzma
+import os
 import pwd
 import shutil
 import subprocess
@@ -390,3 +391,45 @@ def test_an_audit_refuses_to_run_without_a_test_set_it_should_index(tmp_path, mo
 
     assert "gsm8k" in str(refused.value) and hub.FETCH_COMMAND in str(refused.value)
     assert not Finding.objects.exists()
+
+
+# --- a hub cache and the cross-agent artifact check ---------------------------------------------
+
+CHAT = "".join(
+    json.dumps({"prompt": f"request {i}", "reply": "an answer"}) + "\n" for i in range(200)
+)
+
+
+def plant_blob(sandbox: Path, content: str) -> Path:
+    digest = hashlib.sha256(content.encode()).hexdigest()
+    blob = sandbox / ".cache/huggingface/hub/datasets--org--chat/blobs" / digest
+    blob.parent.mkdir(parents=True)
+    blob.write_text(content)
+    return blob
+
+
+def foreign_artifacts(made) -> list[Finding]:
+    return list(Finding.objects.filter(agent=made.agent, kind=Finding.Kind.FOREIGN_ARTIFACT))
+
+
+def test_the_same_public_download_in_two_hub_caches_is_nobodys_artifact(sandboxes):
+    ann, ben = make_agent(sandboxes, "ann"), make_agent(sandboxes, "ben")
+    plant_blob(ann.sandbox, CHAT)
+    plant_blob(ben.sandbox, CHAT)
+
+    audit_run(items=ITEMS)
+
+    assert foreign_artifacts(ann) == [] and foreign_artifacts(ben) == []
+
+
+def test_another_agents_own_data_hidden_in_a_hub_cache_is_still_theirs(sandboxes):
+    ann, ben = make_agent(sandboxes, "ann"), make_agent(sandboxes, "ben")
+    (ann.sandbox / "mine.jsonl").write_text(CHAT)
+    os.utime(ann.sandbox / "mine.jsonl", (1_700_000_000, 1_700_000_000))
+    hidden = plant_blob(ben.sandbox, CHAT)
+
+    audit_run(items=ITEMS)
+
+    (finding,) = foreign_artifacts(ben)
+    assert finding.evidence["copies"][0]["path"] == str(hidden)
+    assert finding.evidence["owner"]["agent"] == "ann"
