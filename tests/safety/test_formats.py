@@ -223,7 +223,7 @@ def test_a_datasets_arrow_cache_in_the_sandbox_is_read(planter, staging):
     assert matched_items(finding) == {"rq-1", "rq-2", "hm-1"}
 
 
-def test_links_to_test_sets_outside_the_sandbox_are_not_followed(planter, outside):
+def test_links_to_test_sets_outside_the_sandbox_and_fifos_are_not_followed(planter, outside):
     import datasets
 
     datasets.Dataset.from_list(ROWS).to_parquet(str(outside / "test.parquet"))
@@ -239,9 +239,12 @@ def test_links_to_test_sets_outside_the_sandbox_are_not_followed(planter, outsid
         f" && ln -s {outside} data/folder"
         f" && ln -s {outside}/blob .cache/huggingface/hub/datasets--x--y/blobs/0123abcd"
         f" && ln -s {outside} .cache/huggingface/datasets"
+        " && mkfifo data/pipe.parquet .cache/huggingface/hub/datasets--x--y/blobs/fifo"
+        " && ln -s /dev/zero data/zeros.jsonl.gz"
     )
 
-    report = audit_run(items=ITEMS)
+    with bounded(seconds=60, memory_mib=1024):
+        report = audit_run(items=ITEMS)
 
     assert contamination_of(planter) == []
     assert str(outside) not in json.dumps(report.skipped)
