@@ -15,6 +15,7 @@ import os
 import pwd
 import shutil
 import subprocess
+import sys
 import tempfile
 import zlib
 from collections.abc import Iterator
@@ -299,16 +300,22 @@ def test_crafted_columnar_files_are_reported_and_the_audit_goes_on(planter, stag
 
 
 def test_columnar_files_are_read_by_a_child_without_root(staging):
-    """The child that parses Parquet and Arrow runs as `nobody` when the audit is root: a
-    file root may read but nobody may not is still read (the descriptor is passed), and the
-    child could not have opened anything else."""
+    """The child that parses Parquet and Arrow gives up root for `nobody` once pyarrow is
+    loaded; a file only root may read is still read, through the descriptor it is given."""
     import datasets
 
     datasets.Dataset.from_list(ROWS).to_parquet(str(staging / "private.parquet"))
     (staging / "private.parquet").chmod(0o600)
+    whoami = subprocess.run(
+        [sys.executable, "-c", "import os; from safety.columnar import _limit_self, "
+         "_give_up_root; _limit_self(); _give_up_root(); print(os.getresuid())"],
+        capture_output=True, text=True, check=True, cwd=Path(__file__).resolve().parents[2],
+    )  # fmt: skip
 
     scan = scan_file(contamination_index(ITEMS), staging / "private.parquet")
 
+    nobody = pwd.getpwnam("nobody").pw_uid
+    assert whoami.stdout.strip() == str((nobody, nobody, nobody))
     assert scan.skipped == "" and {m.item_id for m in scan.matches} == {"rq-1", "rq-2", "hm-1"}
 
 
