@@ -18,6 +18,11 @@ from ~/.arena/config. Every read command takes --json.
   arena-agent checkpoints list [--json]
   arena-agent nominate CHECKPOINT_ID --card MODEL_CARD.md
   arena-agent nominations [--json]
+  arena-agent evals [--json]                     your scores (proxy benchmarks), Pareto set, post-peak
+  arena-agent evals run CHECKPOINT_ID [--benchmark NAME ...] [--json]
+  arena-agent evals runs [--json]
+  arena-agent evals show RUN_ID [--items] [--json]
+  arena-agent evals pareto [--json]
 """
 
 from __future__ import annotations
@@ -117,6 +122,78 @@ def show_leaderboard(board: dict[str, Any], *, raw: bool) -> str:
     return "\n".join(lines)
 
 
+def _score(entry: dict[str, Any]) -> str:
+    if entry.get("score") is None:
+        return "not scored" + (f" ({entry['error'][:80]})" if entry.get("error") else "")
+    stderr = "" if entry.get("stderr") is None else f" ± {entry['stderr']:.3f}"
+    return f"{entry['score']:.3f}{stderr} (n={entry['n']})"
+
+
+def show_eval_run(run: dict[str, Any], *, items: bool = False) -> str:
+    lines = [
+        f"run {run['id']}: checkpoint {run['checkpoint']} on {', '.join(run['benchmarks'])}"
+        f"  {run['state']}" + (f"  job {run['job']}" if run.get("job") else "")
+    ]
+    if run.get("error"):
+        lines.append(f"  {run['error']}")
+    for result in run["results"]:
+        lines.append(f"  {result['benchmark']:<16} {_score(result)}")
+        for item in result.get("items", []) if items else []:
+            lines.append(
+                f"      {item['item_id'][:24]:<24} {item['value']:.2f}  {item['answer'][:60]!r}"
+            )
+    return "\n".join(lines)
+
+
+def show_progress(progress: dict[str, Any]) -> str:
+    lines = []
+    for key, headline in progress["headlines"].items():
+        marks = [m for m, on in (("Pareto", key in progress["pareto"]),
+                                 ("chosen", key == progress["chosen"])) if on]  # fmt: skip
+        lines.append(f"checkpoint {key:>6}  headline {_score(headline)}  {' '.join(marks)}")
+    if not lines:
+        lines.append("no evaluated checkpoint yet")
+    lines.append(f"Pareto set: {', '.join(progress['pareto']) or '-'}")
+    warning = progress.get("post_peak")
+    if warning:
+        stderr = "" if warning["drop_stderr"] is None else f" ± {warning['drop_stderr']:.3f}"
+        lines.append(
+            f"WARNING post-peak: checkpoint {warning['chosen']} is below your earlier checkpoint"
+            f" {warning['best']} (drop {warning['drop']:.3f}{stderr})"
+        )
+    return "\n".join(lines)
+
+
+def show_evals(result: dict[str, Any]) -> str:
+    lines = []
+    for checkpoint in result["checkpoints"]:
+        lines.append(f"checkpoint {checkpoint['checkpoint_id']} ({checkpoint['phase']})")
+        for bench in checkpoint["benchmarks"]:
+            lines.append(f"  {bench['benchmark']:<16} {_score(bench)}")
+    return "\n".join([*lines, show_progress(result["progress"])])
+
+
+def evals_command(args: argparse.Namespace) -> None:
+    if args.action == "run":
+        run = call(
+            "POST", "/evals/runs", {"checkpoint": args.checkpoint, "benchmarks": args.benchmark}
+        )
+        print(json.dumps(run) if args.json else show_eval_run(run))
+    elif args.action == "runs":
+        result = call("GET", "/evals/runs")
+        lines = "\n\n".join(show_eval_run(run) for run in result["runs"])
+        print(json.dumps(result) if args.json else lines or "no evaluation runs")
+    elif args.action == "show":
+        run = call("GET", f"/evals/runs/{urllib.parse.quote(args.id, safe='')}")
+        print(json.dumps(run) if args.json else show_eval_run(run, items=args.items))
+    elif args.action == "pareto":
+        progress = call("GET", "/evals")["progress"]
+        print(json.dumps(progress) if args.json else show_progress(progress))
+    else:
+        result = call("GET", "/evals")
+        print(json.dumps(result) if args.json else show_evals(result))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="arena-agent", description="The RSI Arena agent CLI.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -192,6 +269,27 @@ def main(argv: list[str] | None = None) -> int:
     standings.add_argument("--phase", help="the phase (default: the latest you were given)")
     standings.add_argument("--raw", action="store_true", help="without style control")
     standings.add_argument("--json", action="store_true")
+    evals = commands.add_parser("evals", help="evaluate your checkpoints on proxy benchmarks")
+    evals.add_argument("--json", action="store_true")
+    evals_actions = evals.add_subparsers(dest="action")
+    evals_run = evals_actions.add_parser(
+        "run", help="evaluate a registered checkpoint (a job charged to your account)"
+    )
+    evals_run.add_argument("checkpoint", type=int, help="a checkpoint id")
+    evals_run.add_argument(
+        "--benchmark", action="append", default=[], help="a proxy benchmark (default: all)"
+    )
+    evals_run.add_argument("--json", action="store_true")
+    evals_actions.add_parser("runs", help="your evaluation runs").add_argument(
+        "--json", action="store_true"
+    )
+    evals_show = evals_actions.add_parser("show", help="one run, with its scores")
+    evals_show.add_argument("id")
+    evals_show.add_argument("--items", action="store_true", help="every item's score and answer")
+    evals_show.add_argument("--json", action="store_true")
+    evals_actions.add_parser("pareto", help="your Pareto set and post-peak warning").add_argument(
+        "--json", action="store_true"
+    )
     args = parser.parse_args(argv)
 
     try:
@@ -272,6 +370,8 @@ def main(argv: list[str] | None = None) -> int:
                     f" {result['phase']} written to {args.output}",
                     file=sys.stderr,
                 )
+        elif args.command == "evals":
+            evals_command(args)
         elif args.command == "leaderboard":
             query = f"?phase={urllib.parse.quote(args.phase)}" if args.phase else ""
             result = call("GET", f"/leaderboard{query}")

@@ -6,6 +6,7 @@ from typing import Any
 
 _ERROR = {"$ref": "#/components/schemas/Error"}
 _JOB = {"$ref": "#/components/schemas/Job"}
+_EVAL_RUN = {"$ref": "#/components/schemas/EvalRun"}
 
 
 def _reply(description: str, schema: dict[str, Any]) -> dict[str, Any]:
@@ -37,6 +38,35 @@ OPENAPI: dict[str, Any] = {
     "components": {
         "securitySchemes": {"token": {"type": "http", "scheme": "bearer"}},
         "schemas": {
+            "EvalRun": {
+                "type": "object",
+                "required": ["id", "checkpoint", "phase", "state", "benchmarks", "results"],
+                "properties": {
+                    "id": {"type": "integer"},
+                    "checkpoint": {"type": "integer"},
+                    "phase": {"type": "string"},
+                    "state": {"type": "string", "enum": ["queued", "done", "failed"]},
+                    "benchmarks": {"type": "array", "items": {"type": "string"}},
+                    "job": {"type": ["string", "null"]},
+                    "error": {"type": "string"},
+                    "results": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "benchmark": {"type": "string"},
+                                "score": {"type": ["number", "null"]},
+                                "stderr": {"type": ["number", "null"]},
+                                "n": {"type": "integer"},
+                                "items": {
+                                    "type": "array",
+                                    "description": "per item (one run only)",
+                                },
+                            },
+                        },
+                    },
+                },
+            },
             "Error": {
                 "type": "object",
                 "required": ["error"],
@@ -316,9 +346,74 @@ OPENAPI: dict[str, Any] = {
                 "operationId": "evals",
                 "summary": "benchmark scores of your evaluated checkpoints and the references, "
                 "proxy benchmarks only (held-out ones once the competition has ended), with gap "
-                "closed",
+                "closed, and `progress`: your Pareto set over the evaluated checkpoints and a "
+                "post-peak warning when the checkpoint you stand by is measurably worse than an "
+                "earlier one",
                 "responses": {"200": _reply("your evaluations", {"type": "object"}), **_ERRORS},
             },
+        },
+        "/evals/runs": {
+            "get": {
+                "operationId": "eval_runs_list",
+                "summary": "your on-demand evaluation runs, newest first",
+                "responses": {
+                    "200": _reply(
+                        "your runs",
+                        {
+                            "type": "object",
+                            "properties": {"runs": {"type": "array", "items": _EVAL_RUN}},
+                        },
+                    ),
+                    **_ERRORS,
+                },
+            },
+            "post": {
+                "operationId": "eval_runs_start",
+                "summary": "evaluate one of your registered checkpoints on proxy benchmarks (all "
+                "of them when none are named), as a cluster job charged to your account",
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "required": ["checkpoint"],
+                                "properties": {
+                                    "checkpoint": {
+                                        "type": "integer",
+                                        "description": "a checkpoint id",
+                                    },
+                                    "benchmarks": {"type": "array", "items": {"type": "string"}},
+                                },
+                            }
+                        }
+                    },
+                },
+                "responses": {
+                    "201": _reply(
+                        "the queued run (failed, with the reason, if refused by the scheduler)",
+                        _EVAL_RUN,
+                    ),
+                    **_ERRORS,
+                    "404": _reply("not your checkpoint", _ERROR),
+                    "409": _reply("no phase has begun, or you are not provisioned", _ERROR),
+                    "429": _reply("too many of your runs are queued", _ERROR),
+                },
+            },
+        },
+        "/evals/runs/{run_id}": {
+            "get": {
+                "operationId": "eval_runs_show",
+                "summary": "one of your on-demand runs with every item's score and answer",
+                "parameters": [
+                    {"name": "run_id", "in": "path", "required": True, "schema": {"type": "string"}}
+                ],
+                "responses": {
+                    "200": _reply("the run", _EVAL_RUN),
+                    **_ERRORS,
+                    "404": _reply("not your run", _ERROR),
+                },
+            }
         },
         "/jobs/{job_id}/cancel": {
             "post": {

@@ -254,6 +254,12 @@ AGENTS_CHECKPOINT_PROBE_TIMEOUT_S = env_int("AGENTS_CHECKPOINT_PROBE_TIMEOUT_S",
 AGENTS_CHECKPOINT_PROBE_MEMORY_MIB = env_int(
     "AGENTS_CHECKPOINT_PROBE_MEMORY_MIB", 6144, minimum=512
 )
+# Agents' on-demand evaluations (evalsuite/on_demand.py): the runs an agent may have queued at
+# once, each job's GPUs and time (charged to the agent's account), the answers' token limit.
+EVALS_AGENT_MAX_QUEUED = env_int("EVALS_AGENT_MAX_QUEUED", 2, minimum=1)
+EVALS_AGENT_GPUS = env_int("EVALS_AGENT_GPUS", 1, minimum=0)
+EVALS_AGENT_JOB_MINUTES = env_int("EVALS_AGENT_JOB_MINUTES", 120, minimum=1)
+EVALS_AGENT_MAX_TOKENS = env_int("EVALS_AGENT_MAX_TOKENS", 512, minimum=1)
 # The LLM judge the safety audit asks about agents' trajectories (through the API proxy by
 # default); no model named: no judge.
 SAFETY_JUDGE_MODEL = env_str("SAFETY_JUDGE_MODEL", "")

@@ -54,6 +54,10 @@ class EvalRun(models.Model):
     job = models.ForeignKey(
         "cluster.Job", null=True, blank=True, on_delete=models.PROTECT, related_name="eval_runs"
     )
+    requested_by_agent = models.BooleanField(
+        default=False,
+        help_text="queued by the agent itself (on demand, proxy benchmarks, its own account)",
+    )
     log_dir = models.CharField(max_length=1000)
     state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
     error = models.TextField(blank=True)

@@ -10,8 +10,10 @@ from __future__ import annotations
 import logging
 import os
 import pwd
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -170,20 +172,38 @@ def evaluation_submit(
         name=f"eval-{run.pk}", script="", nodes=1, gpus_per_node=0,
         time_limit_minutes=EVAL_JOB_MINUTES, preemptible=False, workdir=workdir,
     )  # fmt: skip
+    return evaluation_job_submit(
+        run=run,
+        account=account,
+        request=request,
+        function=run_benchmarks,
+        kwargs={
+            "endpoint": endpoint,
+            "benchmark_names": benchmark_names,
+            "log_dir": run.log_dir,
+            "judge": judge,
+            "max_tokens": max_tokens,
+            "hub_cache": str(hub.cache_dir()),
+        },
+        backend=backend,
+    )
+
+
+def evaluation_job_submit(
+    *,
+    run: EvalRun,
+    account: ClusterAccount,
+    request: JobRequest,
+    function: Callable[..., list[BenchmarkOutcome]],
+    kwargs: dict[str, Any],
+    backend: ClusterBackend,
+) -> EvalRun:
+    """Submit the run's job (a callable returning its outcomes, which `evaluations_collect`
+    stores); a refused submission leaves the run FAILED, with the scheduler's reason. Used by
+    the organizers' evaluations and the agents' on-demand ones (`on_demand.py`)."""
     try:
         run.job = job_submit_callable(
-            account=account,
-            request=request,
-            function=run_benchmarks,
-            kwargs={
-                "endpoint": endpoint,
-                "benchmark_names": benchmark_names,
-                "log_dir": run.log_dir,
-                "judge": judge,
-                "max_tokens": max_tokens,
-                "hub_cache": str(hub.cache_dir()),
-            },
-            backend=backend,
+            account=account, request=request, function=function, kwargs=kwargs, backend=backend
         )
     except SubmitRefused as refused:
         run.state = EvalRun.State.FAILED

@@ -384,6 +384,7 @@ SECTION_PROVIDERS: list[str] = [
     "frontend.organizer_sections:evaluation_sections",
     "frontend.organizer_sections:audit_sections",
     "frontend.organizer_sections:leak_sections",
+    "frontend.organizer_agent_evals:agent_progress_sections",
     "frontend.organizer_voters:voter_sections",
 ]
 

@@ -164,6 +164,7 @@ def live_arena(django_db_setup: None, django_db_blocker: object) -> Iterator[Liv
         "ARENA_BATTLES_PER_MINUTE_PER_IP": "1000",
         "ARENA_MAX_TOKENS": "48",
         "ARENA_GENERATION_TIMEOUT_S": "30",
+        "EVALS_AGENT_MAX_TOKENS": "32",  # agents' on-demand evaluations of tiny models
         # The agent API submits to the real local cluster when it is there (always in CI).
         "CLUSTER_BACKEND": "slurm" if shutil.which("sbatch") and slurm_cli.available() else "local",
     }

@@ -85,10 +85,11 @@ def test_the_openapi_schema_describes_the_served_routes(arena):
     schema = httpx2.get(f"{arena.url}/api/v1/openapi.json").json()
     assert schema["openapi"].startswith("3.")
     for path in schema["paths"]:
-        route = "/api/v1" + path.replace("{job_id}", "123")
+        route = "/api/v1" + path.replace("{job_id}", "123").replace("{run_id}", "7")
         assert resolve(route).url_name.startswith("api-")
     assert {op["operationId"] for ops in schema["paths"].values() for op in ops.values()} == {
         "budget", "jobs_list", "jobs_submit", "jobs_show", "jobs_cancel",
         "data_list", "data_register", "checkpoints_list", "checkpoints_register",
         "nominations_list", "nominate", "votes_export", "leaderboard", "evals",
+        "eval_runs_list", "eval_runs_start", "eval_runs_show",
     }  # fmt: skip

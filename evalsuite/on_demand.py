@@ -1,0 +1,294 @@
+"""Evaluation on demand (issue 14, item 4): an agent runs the proxy benchmarks on one of its own
+registered checkpoints while it works, as a cluster job charged to its own account.
+
+What the agent names is hostile: the checkpoint is one of *its* registered ones, looked up by
+id (never a path it types), and each benchmark name must be a proxy benchmark of the registry
+(a held-out one is refused by name; nothing of it runs or is shown). An agent has at most
+`settings.EVALS_AGENT_MAX_QUEUED` runs queued at once; each job takes
+`EVALS_AGENT_GPUS` GPUs for at most `EVALS_AGENT_JOB_MINUTES`.
+
+The job goes through the organizers' path (`services.evaluation_job_submit` →
+`cluster.services.job_submit_callable`, results stored by `services.evaluations_collect`),
+with two differences:
+- it is charged to the agent's Slurm account (its GPU-hours, its GPUs at once), though it runs
+  as the platform's user, so the agent cannot reach into it or its result. The platform's
+  user gets an association in the agent's account for that (`account_apply`);
+- there is no contestant to call: the job copies the checkpoint out of the sandbox into its
+  own folder (the nominee store's checks: no link followed, bounded sizes, the registered
+  weights' sha256), serves the copy with the platform's guarded server (`transformers serve`
+  behind a key on a port it binds itself) and runs the benchmarks against it.
+
+Judge-graded proxy benchmarks are not run on demand: the judge is paid from the phase's
+organizer credit, whose token each organizer evaluation renews.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.conf import settings
+from django.db import transaction
+
+from agents.models import Agent, Checkpoint
+from arena.competition.selectors import phase_current
+from cluster.backends import cluster_backend
+from cluster.backends.base import AccountLimits, ClusterBackend, JobRequest
+from cluster.models import ClusterAccount
+from evalsuite import hub
+from evalsuite.models import EvalRun
+from evalsuite.registry import benchmarks
+from evalsuite.runner import BenchmarkOutcome, run_benchmarks
+
+SERVER_BASE_PORT = 18600  # the job's server binds the first free port from here
+
+
+class EvalRequestRefused(Exception):
+    """The request cannot be run; `code` and `status` are the API's."""
+
+    def __init__(self, message: str, *, code: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.code = code
+        self.status = status
+
+
+def on_demand_benchmarks() -> list[str]:
+    """What an agent may run: the proxy benchmarks that need no judge, in registry order."""
+    return [b.name for b in benchmarks() if not b.held_out and b.scorer != "judge"]
+
+
+def requested_benchmarks(names: list[str]) -> list[str]:
+    """The agent's names checked against the registry (all on-demand ones when empty), in
+    the order given, each once."""
+    allowed = on_demand_benchmarks()
+    if not names:
+        return allowed
+    known = {b.name: b for b in benchmarks()}
+    chosen: list[str] = []
+    for name in names:
+        entry = known.get(name)
+        if entry is None:
+            raise EvalRequestRefused(
+                f"there is no benchmark {name[:64]!r}; you may run: {', '.join(allowed)}",
+                code="unknown_benchmark",
+            )
+        if entry.held_out:
+            raise EvalRequestRefused(
+                f"{name} is a held-out benchmark: agents never run it or see its scores; "
+                f"you may run: {', '.join(allowed)}",
+                code="held_out_benchmark",
+            )
+        if entry.scorer == "judge":
+            raise EvalRequestRefused(
+                f"{name} is graded by a judge model and is not run on demand; "
+                f"you may run: {', '.join(allowed)}",
+                code="judged_benchmark",
+            )
+        if name not in chosen:
+            chosen.append(name)
+    return chosen
+
+
+def agent_evaluation_request(
+    *,
+    agent: Agent,
+    checkpoint_id: int,
+    benchmark_names: list[str],
+    backend: ClusterBackend | None = None,
+) -> EvalRun:
+    """Queue an evaluation of one of the agent's registered checkpoints on proxy benchmarks,
+    charged to the agent's account; EvalRequestRefused says why not. A run the scheduler
+    refuses (the budget is spent, say) is returned FAILED with the reason."""
+    names = requested_benchmarks(benchmark_names)
+    checkpoint = Checkpoint.objects.filter(agent=agent, pk=checkpoint_id).first()
+    if checkpoint is None:
+        raise EvalRequestRefused(
+            f"you have no checkpoint {checkpoint_id}", code="not_found", status=404
+        )
+    phase = phase_current()
+    if phase is None:
+        raise EvalRequestRefused("no phase has begun", code="no_phase", status=409)
+    account = ClusterAccount.objects.filter(name=agent.cluster_account).first()
+    if account is None or not agent.sandbox:
+        raise EvalRequestRefused(
+            "you have no cluster account or sandbox", code="not_provisioned", status=409
+        )
+    backend = backend or cluster_backend()
+    with transaction.atomic():
+        Agent.objects.select_for_update().get(pk=agent.pk)  # one request at a time counts
+        limit = max_queued()
+        queued = EvalRun.objects.filter(
+            agent=agent, requested_by_agent=True, state=EvalRun.State.QUEUED
+        ).count()
+        if queued >= limit:
+            raise EvalRequestRefused(
+                f"you have {queued} evaluations queued, the most at once is {limit}; "
+                "wait for one to finish",
+                code="too_many_runs",
+                status=429,
+            )
+        run = EvalRun.objects.create(
+            phase=phase,
+            role=EvalRun.Role.AGENT,
+            agent=agent,
+            checkpoint=checkpoint,
+            requested_by_agent=True,
+            model_label=f"{agent.name} checkpoint {checkpoint.pk}",
+            base_url="",
+            served_model_name="",
+            benchmarks=names,
+            log_dir="",
+        )
+    return _submit(run, agent, checkpoint, account, backend)
+
+
+def max_queued() -> int:
+    return settings.EVALS_AGENT_MAX_QUEUED
+
+
+def _submit(
+    run: EvalRun,
+    agent: Agent,
+    checkpoint: Checkpoint,
+    account: ClusterAccount,
+    backend: ClusterBackend,
+) -> EvalRun:
+    # Imported here: services imports this app's runner, and this module is imported by
+    # the API at start-up.
+    from evalsuite.services import evaluation_job_submit
+
+    workdir = Path(settings.VAR_DIR) / "evals" / "agents" / agent.name / f"run-{run.pk}"
+    workdir.mkdir(parents=True, exist_ok=True)
+    # The platform's user runs the job and reads its result; the agent has no business here.
+    workdir.chmod(0o700)
+    charged = _platform_member(account, backend)
+    request = JobRequest(
+        name=f"agent-eval-{run.pk}",
+        script="",
+        nodes=1,
+        gpus_per_node=settings.EVALS_AGENT_GPUS,
+        time_limit_minutes=settings.EVALS_AGENT_JOB_MINUTES,
+        preemptible=False,
+        workdir=workdir,
+    )
+    job = CheckpointJob(
+        sandbox=agent.sandbox,
+        checkpoint_path=checkpoint.path,
+        parameters=checkpoint.parameters,
+        weights_sha256=checkpoint.weights_sha256,
+        folder=str(workdir),
+        benchmark_names=list(run.benchmarks),
+        max_tokens=settings.EVALS_AGENT_MAX_TOKENS,
+        hub_cache=str(hub.cache_dir()),
+    )
+    run.log_dir = str(workdir / "logs")
+    return evaluation_job_submit(
+        run=run,
+        account=charged,
+        request=request,
+        function=evaluate_checkpoint,
+        kwargs={"job": job},
+        backend=backend,
+    )
+
+
+def _platform_member(account: ClusterAccount, backend: ClusterBackend) -> ClusterAccount:
+    """The agent's account as the platform's user submits to it: the scheduler charges the
+    account, and the job runs as the platform (Python callables always do)."""
+    platform_user = pwd.getpwuid(os.getuid()).pw_name
+    backend.account_apply(
+        account=account.name,
+        unix_user=platform_user,
+        limits=AccountLimits(
+            gpu_hours=float(account.gpu_hours_limit),
+            max_gpus=account.max_gpus,
+            max_preemptible_gpus=account.max_preemptible_gpus,
+            max_job_hours=account.max_job_hours,
+            platform=account.platform,
+        ),
+    )
+    member = ClusterAccount.objects.get(pk=account.pk)
+    member.unix_user = platform_user  # this submission only; never saved
+    return member
+
+
+@dataclass(frozen=True)
+class CheckpointJob:
+    """Everything the job needs, as plain values (it touches no database)."""
+
+    sandbox: str
+    checkpoint_path: str
+    parameters: int
+    weights_sha256: str
+    folder: str  # the run's platform-owned folder: the copy and inspect's logs go here
+    benchmark_names: list[str]
+    max_tokens: int
+    hub_cache: str
+
+
+def evaluate_checkpoint(*, job: CheckpointJob) -> list[BenchmarkOutcome]:
+    """The job: copy the checkpoint into the run's folder, serve the copy, run the benchmarks
+    against it, stop the server and remove the copy."""
+    _django_ready()
+    from arena.serving.local import SupervisedModelServer, bind_free_listener
+
+    folder = Path(job.folder)
+    copy = checkpoint_copy(job, into=folder / "model")
+    listener = bind_free_listener("127.0.0.1", SERVER_BASE_PORT)
+    server = SupervisedModelServer(
+        checkpoint=copy,
+        port=listener.getsockname()[1],
+        log_path=folder / "serve.log",
+        listener=listener,
+        ready_timeout_s=600,
+    )
+    try:
+        server.start()
+        return run_benchmarks(
+            endpoint=server.endpoint,
+            benchmark_names=job.benchmark_names,
+            log_dir=str(folder / "logs"),
+            max_tokens=job.max_tokens,
+            hub_cache=job.hub_cache,
+        )
+    finally:
+        server.stop()
+        shutil.rmtree(copy, ignore_errors=True)
+
+
+def checkpoint_copy(job: CheckpointJob, *, into: Path) -> Path:
+    """The checkpoint's weights and settings copied out of the sandbox as the nominee store
+    copies them (agents/nominees.py), then checked: valid, and the weights registered."""
+    from agents.checkpoints import CheckpointInvalid, inspect_checkpoint
+    from agents.nominees import NomineeRefused, _copy_files, _weights_sha256
+    from cluster.sandbox_files import SandboxPath, locate
+
+    source = locate(Path(job.sandbox), job.checkpoint_path)
+    shutil.rmtree(into, ignore_errors=True)  # a requeued job starts again
+    into.mkdir(mode=0o700, parents=True)
+    files = _copy_files(source, into, parameters=job.parameters)
+    try:
+        inspect_checkpoint(SandboxPath(into))
+    except CheckpointInvalid as invalid:
+        raise NomineeRefused(f"the checkpoint is not valid now: {invalid}") from None
+    weights = _weights_sha256(files)
+    if weights != job.weights_sha256:
+        raise NomineeRefused(
+            f"the checkpoint's weights changed since it was registered (sha256 {weights[:12]}…,"
+            f" registered {job.weights_sha256[:12]}…)"
+        )
+    return into
+
+
+def _django_ready() -> None:
+    """The job imports the agents app's copy code, which needs Django's app registry (it
+    reads no database)."""
+    import django
+    from django.apps import apps
+
+    if not apps.ready:
+        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "arena.settings")
+        django.setup()

@@ -1,0 +1,35 @@
+"""Agents with a cluster account, a sandbox and registered checkpoints, for the on-demand
+evaluation tests."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from agents.models import Checkpoint
+from agents.services import agent_create
+from cluster.models import ClusterAccount, Job
+
+
+def provisioned(name: str, tmp_path, *, gpu_hours: int = 10):
+    account = ClusterAccount.objects.create(
+        name=f"agent_{name}", unix_user=f"agent_{name}", gpu_hours_limit=Decimal(gpu_hours),
+        max_gpus=8, max_preemptible_gpus=8, max_job_hours=24, storage_gib_limit=1,
+    )  # fmt: skip
+    sandbox = tmp_path / name
+    sandbox.mkdir()
+    agent = agent_create(name=name)
+    agent.cluster_account, agent.sandbox = account.name, str(sandbox)
+    agent.save()
+    return agent, account
+
+
+def checkpoint_of(agent, account, number: int = 1) -> Checkpoint:
+    job = Job.objects.create(
+        account=account, backend="local", scheduler_id=f"{agent.name}-{number}", name="sft",
+        qos="normal", nodes=1, gpus=1, time_limit_minutes=10, workdir="/tmp", script="",
+        stdout_path="", state="COMPLETED",
+    )  # fmt: skip
+    return Checkpoint.objects.create(
+        agent=agent, path=f"ckpt-{number}", job=job, architecture="LlamaForCausalLM",
+        parameters=1, end_of_turn_token="<|im_end|>", weights_sha256=f"{number}" * 64,
+    )  # fmt: skip

@@ -1,0 +1,38 @@
+"""The dashboard's section on agents' own evaluations: each agent's Pareto set over its
+evaluated checkpoints and its post-peak warning, held-out benchmarks included."""
+
+import pytest
+
+from agents.models import Nomination
+from evalsuite.models import EvalRun
+from frontend.organizer import provided_sections
+from frontend.organizer_agent_evals import agent_progress_sections
+from tests.evalsuite.on_demand_builders import checkpoint_of, provisioned
+from tests.factories import eval_run, running_phase
+
+pytestmark = pytest.mark.django_db
+
+
+def test_each_agent_has_a_row_with_its_pareto_set_and_post_peak_warning(tmp_path):
+    phase = running_phase()
+    eval_run(phase, EvalRun.Role.BASE, {"gsm8k": 0.1, "math": 0.1}, n=100)
+    eval_run(phase, EvalRun.Role.INSTRUCT, {"gsm8k": 0.9, "math": 0.9}, n=100)
+    alice, account = provisioned("alice", tmp_path)
+    early, late = checkpoint_of(alice, account, 1), checkpoint_of(alice, account, 2)
+    eval_run(phase, EvalRun.Role.AGENT, {"gsm8k": 0.7, "math": 0.7}, agent=alice, checkpoint=early)
+    eval_run(phase, EvalRun.Role.AGENT, {"gsm8k": 0.3, "math": 0.3}, agent=alice, checkpoint=late)
+    Nomination.objects.create(
+        agent=alice, phase=phase, checkpoint=late, model_card="", card_fields={}
+    )
+    bob, bob_account = provisioned("bob", tmp_path)
+    only = checkpoint_of(bob, bob_account, 3)
+    eval_run(phase, EvalRun.Role.AGENT, {"gsm8k": 0.5}, agent=bob, checkpoint=only)
+
+    (section,) = agent_progress_sections()
+    alice_row, bob_row = section.rows
+    assert alice_row[:4] == ["alice", "2", str(early.pk), f"{late.pk} (nominated)"]
+    # gap closed (0.3 − 0.1) / 0.8 on both benchmarks
+    assert alice_row[4].startswith("0.25 ± ")
+    assert alice_row[5].startswith(f"{late.pk} is below its earlier {early.pk} (drop 0.50 ± ")
+    assert bob_row[:4] == ["bob", "1", str(only.pk), str(only.pk)] and bob_row[5] == "-"
+    assert section.title in [s.title for s in provided_sections()]
