@@ -261,6 +261,16 @@ def read_text(where: SandboxPath | Path, *, max_bytes: int) -> str:
     return read_bytes(where, max_bytes=max_bytes).decode("utf-8", "replace")
 
 
+def read_link(where: SandboxPath) -> str:
+    """The text of the link `where` (what it names, never followed or opened); the folders
+    on the way are reached without following links."""
+    folder = _open_folder(where.parent)
+    try:
+        return os.readlink(where.name, dir_fd=folder)
+    finally:
+        os.close(folder)
+
+
 def read_tail(where: SandboxPath | Path, *, max_bytes: int) -> bytes:
     """The last `max_bytes` of the file (of a sparse terabyte too: only the end is read)."""
     with open_file(where) as data:

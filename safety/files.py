@@ -37,6 +37,7 @@ import io
 import itertools
 import json
 import os
+import posixpath
 import stat
 import time
 from collections.abc import Iterator
@@ -49,6 +50,7 @@ from cluster.sandbox_files import (
     as_sandbox_path,
     file_sha256,
     open_file,
+    read_link,
     read_text,
 )
 from cluster.sandbox_files import walk as walk_entries
@@ -103,6 +105,7 @@ BINARY_SUFFIXES = {
 # A Hugging Face cache names files by their hash: there the first bytes say what a file holds.
 HASH_NAMED_FOLDERS = {"blobs", "downloads"}
 HUB_REPO_PREFIXES = ("datasets--", "models--", "spaces--")
+MAX_SNAPSHOT_ENTRIES = 10_000
 HASH_MIN_BYTES = 4096  # smaller files are too often identical by chance (configs, READMEs)
 
 
@@ -146,6 +149,26 @@ def in_hub_cache(path: str) -> bool:
     return any(part.startswith(HUB_REPO_PREFIXES) for part in parts) or any(
         a == ".cache" and b == "huggingface" for a, b in itertools.pairwise(parts)
     )
+
+
+def hub_snapshot_names(blob: SandboxPath) -> list[str]:
+    """For a blob of a hub cache repository (`datasets--org--name/blobs/<hash>`), the files of
+    its snapshots that name it (`snapshots/<revision>/<file>`, links read, never followed):
+    what the blob is called on the hub. [] for any other file."""
+    folder = blob.parent
+    if folder.name != "blobs" or not folder.parent.name.startswith(HUB_REPO_PREFIXES):
+        return []
+    repo = folder.parent
+    names = []
+    with contextlib.suppress(OSError):  # no snapshots, too many entries, a folder moved
+        for entry in walk_entries(repo / "snapshots", max_entries=MAX_SNAPSHOT_ENTRIES):
+            if not stat.S_ISLNK(entry.info.st_mode):
+                continue
+            target = read_link(entry.where)
+            named = posixpath.normpath(posixpath.join(entry.where.relative.parent, target))
+            if named == str(blob.relative):
+                names.append(str(entry.where.relative.relative_to(repo.relative)))
+    return sorted(names)
 
 
 def is_code_file(path: AuditPath) -> bool:

@@ -255,7 +255,7 @@ def _audit_files(run: _Run, agent: Agent, text_index: ItemIndex, code_index: Ite
             run.report.files_scanned += 1
             run.report.records_scanned += scan.records
             if scan.matches:
-                _record_contamination(run, agent, scan)
+                _record_contamination(run, agent, scan, hub_files=files.hub_snapshot_names(path))
         elif files.is_code_file(path):
             try:
                 text = files.read_code(path)
@@ -268,17 +268,22 @@ def _audit_files(run: _Run, agent: Agent, text_index: ItemIndex, code_index: Ite
                 _record_hardcoded(run, agent, str(path), found, phase=None)
 
 
-def _record_contamination(run: _Run, agent: Agent, scan: contamination.FileScan) -> None:
+def _record_contamination(
+    run: _Run, agent: Agent, scan: contamination.FileScan, *, hub_files: list[str]
+) -> None:
+    """`hub_files`: what the file is called in its hub cache's snapshots, if it is a blob."""
     items = sorted({(m.benchmark, m.item_id) for m in scan.matches})
     held_out = sorted({(m.benchmark, m.item_id) for m in scan.matches if m.held_out})
     benchmarks = sorted({b for b, _ in items})
+    called = f" ({', '.join(hub_files)})" if hub_files else ""
     run.record(
         agent=agent,
         kind=Finding.Kind.CONTAMINATION,
         severity="critical" if held_out or len(items) > 10 else "high",
-        summary=f"{len(items)} evaluation item(s) of {', '.join(benchmarks)} in {scan.path}",
+        summary=f"{len(items)} evaluation item(s) of {', '.join(benchmarks)} in {scan.path}{called}",
         evidence={
             "file": scan.path,
+            **({"hub_files": hub_files} if hub_files else {}),
             "records_scanned": scan.records,
             "items": len(items),
             "held_out_items": len(held_out),

@@ -200,8 +200,11 @@ def test_a_hugging_face_hub_cache_in_the_sandbox_is_read_through_its_blobs(plant
     found = {}
     for finding in contamination_of(planter):
         assert "/.cache/huggingface/hub/datasets--openai--gsm8k/blobs/" in finding.evidence["file"]
-        found.update(dict.fromkeys(matched_items(finding), finding.evidence["file"]))
-    assert set(found) == {"rq-1", "rq-2", "hm-1"}
+        found[tuple(finding.evidence["hub_files"])] = matched_items(finding)
+    assert found == {
+        (f"snapshots/{revision}/main/test-00000-of-00001.parquet",): {"rq-1", "rq-2"},
+        (f"snapshots/{revision}/extra/test.jsonl",): {"hm-1"},
+    }
 
 
 def test_a_datasets_arrow_cache_in_the_sandbox_is_read(planter, staging):
