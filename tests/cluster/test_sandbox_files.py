@@ -20,6 +20,7 @@ from cluster.sandbox_files import (
     file_sha256,
     locate,
     read_bytes,
+    read_link,
     read_tail,
     tree_sha256,
     walk,
@@ -60,6 +61,19 @@ def test_links_fifos_and_oversized_files_are_refused_before_reading(sandbox):
     with pytest.raises(UnsafePath, match="larger than 3 bytes"):
         read_bytes(sandbox / "data.txt", max_bytes=3)
     assert read_bytes(sandbox / "data.txt", max_bytes=4) == b"top\n"
+
+
+def test_a_links_text_is_read_without_following_it_or_a_linked_folder(sandbox, tmp_path):
+    (tmp_path / "data" / "to_passwd").symlink_to("/etc/passwd")
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "inner").symlink_to("../../blobs/abc")
+    (tmp_path / "data" / "via").symlink_to(tmp_path / "elsewhere")
+
+    assert read_link(sandbox / "data" / "to_passwd") == "/etc/passwd"
+    with pytest.raises(UnsafePath, match="symbolic link"):
+        read_link(sandbox / "data" / "via" / "inner")
+    with pytest.raises(OSError):
+        read_link(sandbox / "data" / "a.jsonl")  # not a link
 
 
 def test_the_tail_of_a_sparse_terabyte_is_read_alone(sandbox):
