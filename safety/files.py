@@ -129,12 +129,14 @@ def data_format(path: AuditPath) -> Format | None:
         return found
     if found.kind in CODE_SUFFIXES or found.kind in BINARY_SUFFIXES:
         return None
-    if found.compression:
-        return Format(".jsonl", found.compression)  # `train.gz`: compressed lines
     hash_named = path.parent.name in HASH_NAMED_FOLDERS
     if found.kind and not hash_named:
-        return None  # a name with a suffix we do not read (`.log`, `.tar`): left alone
-    return formats.sniff(path, text_too=hash_named)
+        # A suffix we do not read (`.log`, `.log.gz`, `.tar`) is left alone (an agent's own
+        # evaluation logs quote benchmark prompts), unless its bytes are a Parquet or Arrow
+        # table: a test set renamed `.dat` is still a test set.
+        sniffed = formats.sniff(path, text_too=False)
+        return sniffed if sniffed is not None and sniffed.kind in formats.COLUMNAR else None
+    return formats.sniff(path, text_too=hash_named)  # no suffix (`train`, `train.gz`), a blob
 
 
 def is_data_file(path: AuditPath) -> bool:

@@ -329,12 +329,18 @@ def test_a_file_is_read_for_what_its_name_or_bytes_say(staging):
     (staging / "blobs" / "9f86d081").write_text('{"question": "q"}\n')
     (staging / "blobs" / "weights").write_bytes(b"\x00\x01binary")
     (staging / "model.safetensors").write_bytes(b"PAR1 not really")
+    (staging / "eval.log.gz").write_bytes(gzip.compress(b"my own proxy evaluation\n"))
+    (staging / "train.gz").write_bytes(gzip.compress(b'{"text": "lines"}\n'))
+    (staging / "test.dat").write_bytes(b"PAR1 and the rest of a parquet file")
 
     assert data_format(staging / "a.jsonl.zst") == Format(".jsonl", "zst")
     assert data_format(staging / "notes") is None  # text is sniffed in a hub cache only
     assert data_format(staging / "blobs" / "9f86d081") == Format(".jsonl")
     assert data_format(staging / "blobs" / "weights") is None
     assert data_format(staging / "model.safetensors") is None  # weights are never sniffed
+    assert data_format(staging / "eval.log.gz") is None  # a log, if compressed
+    assert data_format(staging / "train.gz") == Format(".jsonl", "gz")
+    assert data_format(staging / "test.dat") == Format(".parquet")  # a table, whatever its name
 
 
 def test_the_expansion_cap_lets_ordinary_compressed_data_through(staging):
