@@ -26,8 +26,6 @@ from __future__ import annotations
 
 import os
 import pwd
-import shutil
-from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
@@ -39,11 +37,9 @@ from cluster.backends import cluster_backend
 from cluster.backends.base import AccountLimits, ClusterBackend, JobRequest
 from cluster.models import ClusterAccount
 from evalsuite import hub
+from evalsuite.checkpoint_job import CheckpointJob, evaluate_checkpoint
 from evalsuite.models import EvalRun
 from evalsuite.registry import benchmarks
-from evalsuite.runner import BenchmarkOutcome, run_benchmarks
-
-SERVER_BASE_PORT = 18600  # the job's server binds the first free port from here
 
 
 class EvalRequestRefused(Exception):
@@ -213,82 +209,3 @@ def _platform_member(account: ClusterAccount, backend: ClusterBackend) -> Cluste
     member = ClusterAccount.objects.get(pk=account.pk)
     member.unix_user = platform_user  # this submission only; never saved
     return member
-
-
-@dataclass(frozen=True)
-class CheckpointJob:
-    """Everything the job needs, as plain values (it touches no database)."""
-
-    sandbox: str
-    checkpoint_path: str
-    parameters: int
-    weights_sha256: str
-    folder: str  # the run's platform-owned folder: the copy and inspect's logs go here
-    benchmark_names: list[str]
-    max_tokens: int
-    hub_cache: str
-
-
-def evaluate_checkpoint(*, job: CheckpointJob) -> list[BenchmarkOutcome]:
-    """The job: copy the checkpoint into the run's folder, serve the copy, run the benchmarks
-    against it, stop the server and remove the copy."""
-    _django_ready()
-    from arena.serving.local import SupervisedModelServer, bind_free_listener
-
-    folder = Path(job.folder)
-    copy = checkpoint_copy(job, into=folder / "model")
-    listener = bind_free_listener("127.0.0.1", SERVER_BASE_PORT)
-    server = SupervisedModelServer(
-        checkpoint=copy,
-        port=listener.getsockname()[1],
-        log_path=folder / "serve.log",
-        listener=listener,
-        ready_timeout_s=600,
-    )
-    try:
-        server.start()
-        return run_benchmarks(
-            endpoint=server.endpoint,
-            benchmark_names=job.benchmark_names,
-            log_dir=str(folder / "logs"),
-            max_tokens=job.max_tokens,
-            hub_cache=job.hub_cache,
-        )
-    finally:
-        server.stop()
-        shutil.rmtree(copy, ignore_errors=True)
-
-
-def checkpoint_copy(job: CheckpointJob, *, into: Path) -> Path:
-    """The checkpoint's weights and settings copied out of the sandbox as the nominee store
-    copies them (agents/nominees.py), then checked: valid, and the weights registered."""
-    from agents.checkpoints import CheckpointInvalid, inspect_checkpoint
-    from agents.nominees import NomineeRefused, _copy_files, _weights_sha256
-    from cluster.sandbox_files import SandboxPath, locate
-
-    source = locate(Path(job.sandbox), job.checkpoint_path)
-    shutil.rmtree(into, ignore_errors=True)  # a requeued job starts again
-    into.mkdir(mode=0o700, parents=True)
-    files = _copy_files(source, into, parameters=job.parameters)
-    try:
-        inspect_checkpoint(SandboxPath(into))
-    except CheckpointInvalid as invalid:
-        raise NomineeRefused(f"the checkpoint is not valid now: {invalid}") from None
-    weights = _weights_sha256(files)
-    if weights != job.weights_sha256:
-        raise NomineeRefused(
-            f"the checkpoint's weights changed since it was registered (sha256 {weights[:12]}…,"
-            f" registered {job.weights_sha256[:12]}…)"
-        )
-    return into
-
-
-def _django_ready() -> None:
-    """The job imports the agents app's copy code, which needs Django's app registry (it
-    reads no database)."""
-    import django
-    from django.apps import apps
-
-    if not apps.ready:
-        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "arena.settings")
-        django.setup()

@@ -1,0 +1,100 @@
+"""End to end, as an agent: from its sandbox, as its own Unix user, with `arena-agent`, it
+registers a checkpoint (the tiny base model) and asks for a proxy benchmark on it; the run is
+a Slurm job charged to the agent's account that copies, serves and evaluates the checkpoint;
+the agent reads its score, standard error and per-item answers, and its Pareto set."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from agents.sandboxes import UnixSandboxes
+from agents.services import agent_deprovision, agent_provision
+from cluster.models import Job
+from evalsuite.models import EvalRun
+from tests.factories import running_phase
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+ROOT = Path("/tmp/arena-sandboxes-test")
+NAME = "evals_ann"
+
+
+@pytest.fixture
+def agent(arena, slurm, settings):
+    settings.AGENTS_ARENA_URL = arena.url
+    running_phase()
+    sandboxes = UnixSandboxes(ROOT)
+    done = agent_provision(name=NAME, sandboxes=sandboxes, backend=slurm)
+    yield done
+    agent_deprovision(name=NAME, sandboxes=sandboxes, backend=slurm)
+
+
+def cli(agent, *args: str) -> subprocess.CompletedProcess[str]:
+    home = agent.agent.sandbox
+    return subprocess.run(
+        ["runuser", "-u", agent.agent.unix_user, "--", "env", f"HOME={home}", "/usr/bin/python3",
+         f"{home}/.arena/bin/arena-agent", *args],
+        capture_output=True, text=True, cwd=home, timeout=180, check=False,
+    )  # fmt: skip
+
+
+def read(agent, *args: str) -> dict:
+    done = cli(agent, *args, "--json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def until(agent, predicate, *args: str, seconds: float) -> dict:
+    deadline = time.monotonic() + seconds
+    while True:
+        found = read(agent, *args)
+        if predicate(found) or time.monotonic() > deadline:
+            return found
+        time.sleep(2)
+
+
+def test_an_agent_evaluates_its_checkpoint_on_slurm_and_reads_its_scores(agent, tiny_models):
+    sandbox = Path(agent.agent.sandbox)
+    shutil.rmtree(sandbox / "ckpt-1", ignore_errors=True)  # from an earlier run
+    shutil.copytree(tiny_models / "base", sandbox / "ckpt-1")
+    shutil.chown(sandbox / "ckpt-1", agent.agent.unix_user)
+    for file in (sandbox / "ckpt-1").rglob("*"):
+        shutil.chown(file, agent.agent.unix_user)
+    made = read(agent, "submit", "--wrap", "true", "--time", "1", "--gpus", "0", "--name", "sft")
+    job = until(agent, lambda j: j["state"] == "COMPLETED", "job", made["id"], seconds=90)
+    assert job["state"] == "COMPLETED", job
+    checkpoint = read(agent, "checkpoints", "register", "ckpt-1", "--job", made["id"])["id"]
+
+    held_out = cli(agent, "evals", "run", str(checkpoint), "--benchmark", "mmlu-pro")
+    assert held_out.returncode == 1 and "mmlu-pro is a held-out benchmark" in held_out.stderr
+    run = read(agent, "evals", "run", str(checkpoint), "--benchmark", "gsm8k")
+    assert run["state"] == "queued" and run["benchmarks"] == ["gsm8k"], run
+    stored = EvalRun.objects.select_related("job__account").get(pk=run["id"])
+    assert stored.job.account.name == agent.agent.cluster_account and stored.job.gpus == 1
+
+    run = until(agent, lambda r: r["state"] != "queued", "evals", "show", str(run["id"]),
+                seconds=300)  # fmt: skip
+    assert run["state"] == "done", run["error"]
+    (gsm8k,) = run["results"]
+    assert gsm8k["n"] >= 5 and 0 <= gsm8k["score"] <= 1 and gsm8k["stderr"] is not None, gsm8k
+    assert len(gsm8k["items"]) == gsm8k["n"]
+    assert all(isinstance(item["answer"], str) for item in gsm8k["items"])
+    assert (
+        f"run {run['id']}: checkpoint {checkpoint} on gsm8k  done"
+        in cli(agent, "evals", "show", str(run["id"])).stdout
+    )
+
+    charged = Job.objects.get(pk=stored.job_id)
+    assert charged.state == "COMPLETED" and charged.gpu_seconds_charged > 0
+    assert not (Path(stored.log_dir).parent / "model").exists()  # the copy is gone
+
+    progress = read(agent, "evals", "pareto")
+    assert progress["pareto"] == [str(checkpoint)] and progress["chosen"] == str(checkpoint)
+    assert progress["headlines"][str(checkpoint)]["score"] == gsm8k["score"]
+    assert progress["post_peak"] is None
