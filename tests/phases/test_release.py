@@ -11,6 +11,7 @@ import shutil
 from decimal import Decimal
 from pathlib import Path
 
+import datasets
 import pyarrow.parquet as pq
 import pytest
 from django.core.management import CommandError, call_command
@@ -191,6 +192,12 @@ def test_the_battles_are_a_dataset_whose_parquet_rows_are_the_export(phase, tmp_
     parquet = pq.read_table(folder / "data" / "train-00000-of-00001.parquet").to_pylist()
     assert len(jsonl) == 3 and {row["phase"] for row in jsonl} == {"phase-1"}
     assert parquet == jsonl
+    call_command("battles", "export", out=tmp_path / "export.jsonl", phase="phase-1",
+                 stdout=io.StringIO())  # fmt: skip
+    assert (folder / "battles.jsonl").read_bytes() == (tmp_path / "export.jsonl").read_bytes()
+    # As a user of the hub would read it: the card's config points `datasets` at the Parquet.
+    loaded = datasets.load_dataset(str(folder), split="train", cache_dir=str(tmp_path / "cache"))
+    assert loaded.to_list() == jsonl
     assert [row["winner"] for row in jsonl] == ["model_a", "tie", "tie (bothbad)"]
     assert jsonl[0]["conv_metadata"]["bold_count_a"] == {"**": 0, "__": 0}
     card = DatasetCard.load(folder / "README.md")
