@@ -31,6 +31,7 @@ from typing import Protocol
 import numpy as np
 
 _TOKEN = re.compile(r"[^\W_]+")
+_ASCII_TOKEN = re.compile(r"[a-z0-9]+")
 _PRIME = np.uint64(0x100000001B3)  # odd multiplier; arithmetic wraps modulo 2**64
 _LENGTH_SALT = np.uint64(0x9E3779B97F4A7C15)
 
@@ -66,6 +67,8 @@ def tokens_with_offsets(text: str) -> list[tuple[str, int, int]]:
 
 
 def tokens(text: str) -> list[str]:
+    if text.isascii():  # NFKC changes no ASCII text, and its letters and digits are these
+        return _ASCII_TOKEN.findall(text.lower())
     return _TOKEN.findall(normalise(text))
 
 

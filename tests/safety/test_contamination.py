@@ -155,3 +155,10 @@ def test_parquet_rows_are_records(tmp_path):
     pq.write_table(table, tmp_path / "train.parquet")
     scan = scan_file(contamination_index(ITEMS), tmp_path / "train.parquet")
     assert [(m.item_id, m.line) for m in scan.matches] == [("rq-1", 2)]
+
+
+def test_ascii_text_takes_a_shortcut_to_the_same_tokens():
+    from safety.ngrams import _TOKEN, normalise
+
+    for text in ["Snake_case ABC-12 x", '{"q": "WHAT  is 2 + 2"}', "tab\tnew\nline__x9 Ⅻ café"]:
+        assert tokens(text) == _TOKEN.findall(normalise(text))
