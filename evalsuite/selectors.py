@@ -168,7 +168,9 @@ def phase_models(phase: Phase, *, after_audit: bool = True) -> list[ModelScores]
     model's scores and judges in place of its own, and says why in `replaced`; with
     `after_audit=False`, every model has its own."""
     out: dict[tuple[str, int | None, str], ModelScores] = {}
-    for r in _results(EvalRun.objects.filter(phase=phase), include_held_out=True):
+    # An agent's own on-demand runs are its working measurements, not the phase's models.
+    runs = EvalRun.objects.filter(phase=phase, requested_by_agent=False)
+    for r in _results(runs, include_held_out=True):
         run = r.run
         key = (run.role, run.checkpoint_id, run.model_label)
         if key not in out:
@@ -317,8 +319,8 @@ def phase_report(phase: Phase) -> dict[str, Any]:
             for w in post_peak_warnings(phase)
         ],  # fmt: skip
         "failed_runs": list(
-            EvalRun.objects.filter(phase=phase, state=EvalRun.State.FAILED).values(
-                "id", "model_label", "error"
-            )
+            EvalRun.objects.filter(
+                phase=phase, state=EvalRun.State.FAILED, requested_by_agent=False
+            ).values("id", "model_label", "error")
         ),
     }

@@ -15,6 +15,7 @@ from agents.models import Nomination
 from agents.services import token_issue
 from evalsuite.models import EvalRun, ItemResult
 from evalsuite.on_demand import on_demand_benchmarks
+from evalsuite.selectors import phase_report
 from tests.evalsuite.on_demand_builders import checkpoint_of, provisioned
 from tests.factories import eval_run, running_phase
 
@@ -160,3 +161,25 @@ def test_the_pareto_set_and_post_peak_warning_appear_in_get_evals(phase, tmp_pat
     warning = progress["post_peak"]
     assert warning["chosen"] == str(second.pk) and warning["best"] == str(first.pk)
     assert warning["drop"] > 0.3
+
+
+def test_the_phase_report_leaves_out_the_agents_own_runs_but_its_post_peak_check_uses_them(
+    phase, tmp_path
+):
+    alice, account = provisioned("alice", tmp_path)
+    early, nominated = checkpoint_of(alice, account, 1), checkpoint_of(alice, account, 2)
+    own = eval_run(phase, EvalRun.Role.AGENT, {"gsm8k": 0.9, "mmlu": 0.9}, agent=alice,
+                   checkpoint=early, label="alice checkpoint 1", n=100)  # fmt: skip
+    failed = eval_run(phase, EvalRun.Role.AGENT, {}, agent=alice, checkpoint=early, label="x")
+    EvalRun.objects.filter(pk__in=[own.pk, failed.pk]).update(requested_by_agent=True)
+    EvalRun.objects.filter(pk=failed.pk).update(state=EvalRun.State.FAILED, error="no copy")
+    eval_run(phase, EvalRun.Role.AGENT, {"gsm8k": 0.2, "mmlu": 0.3}, agent=alice,
+             checkpoint=nominated, label="alice-nominee", n=100)  # fmt: skip
+    Nomination.objects.create(
+        agent=alice, phase=phase, checkpoint=nominated, model_card="", card_fields={}
+    )
+    report = phase_report(phase)
+    assert [m["model"] for m in report["models"]] == ["base", "instruct", "alice-nominee"]
+    assert report["failed_runs"] == []
+    (warning,) = report["post_peak_warnings"]
+    assert (warning["nominated"], warning["best"]) == (str(nominated.pk), str(early.pk))
