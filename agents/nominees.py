@@ -92,16 +92,7 @@ def nominee_copy_make(*, nomination: Nomination) -> NomineeCopy:
     target = None
     try:
         target, files = _copy(nomination)
-        try:
-            inspect_checkpoint(SandboxPath(target))
-        except CheckpointInvalid as invalid:
-            raise NomineeRefused(f"the nominated checkpoint is not valid now: {invalid}") from None
-        weights = _weights_sha256(files)
-        if weights != checkpoint.weights_sha256:
-            raise NomineeRefused(
-                f"the weights of checkpoint {checkpoint.pk} changed since it was registered "
-                f"(sha256 {weights[:12]}…, registered {checkpoint.weights_sha256[:12]}…)"
-            )
+        weights = copy_check(target, files, registered_sha256=checkpoint.weights_sha256)
     except (NomineeRefused, OSError) as refused:  # UnsafePath is an OSError
         if target is not None:
             shutil.rmtree(target, ignore_errors=True)
@@ -119,6 +110,23 @@ def nominee_copy_make(*, nomination: Nomination) -> NomineeCopy:
     )  # fmt: skip
     copy.refresh_from_db()
     return copy
+
+
+def copy_check(folder: Path, files: dict[str, str], *, registered_sha256: str) -> str:
+    """The weights' sha256 of a checkpoint just copied into `folder` (`files`: each copied
+    file's sha256); NomineeRefused unless the copy is a valid checkpoint whose weights are the
+    ones registered. Also used by the agents' on-demand evaluation jobs."""
+    try:
+        inspect_checkpoint(SandboxPath(folder))
+    except CheckpointInvalid as invalid:
+        raise NomineeRefused(f"the checkpoint is not valid now: {invalid}") from None
+    weights = _weights_sha256(files)
+    if weights != registered_sha256:
+        raise NomineeRefused(
+            f"the checkpoint's weights changed since it was registered "
+            f"(sha256 {weights[:12]}…, registered {registered_sha256[:12]}…)"
+        )
+    return weights
 
 
 def nominee_copy_verify(copy: NomineeCopy) -> None:

@@ -64,24 +64,14 @@ def evaluate_checkpoint(*, job: CheckpointJob) -> list[BenchmarkOutcome]:
 def checkpoint_copy(job: CheckpointJob, *, into: Path) -> Path:
     """The checkpoint's weights and settings copied out of the sandbox as the nominee store
     copies them (agents/nominees.py), then checked: valid, and the weights registered."""
-    from agents.checkpoints import CheckpointInvalid, inspect_checkpoint
-    from agents.nominees import NomineeRefused, _copy_files, _weights_sha256
-    from cluster.sandbox_files import SandboxPath, locate
+    from agents.nominees import _copy_files, copy_check
+    from cluster.sandbox_files import locate
 
     source = locate(Path(job.sandbox), job.checkpoint_path)
     shutil.rmtree(into, ignore_errors=True)  # a requeued job starts again
     into.mkdir(mode=0o700, parents=True)
     files = _copy_files(source, into, parameters=job.parameters)
-    try:
-        inspect_checkpoint(SandboxPath(into))
-    except CheckpointInvalid as invalid:
-        raise NomineeRefused(f"the checkpoint is not valid now: {invalid}") from None
-    weights = _weights_sha256(files)
-    if weights != job.weights_sha256:
-        raise NomineeRefused(
-            f"the checkpoint's weights changed since it was registered (sha256 {weights[:12]}…,"
-            f" registered {job.weights_sha256[:12]}…)"
-        )
+    copy_check(into, files, registered_sha256=job.weights_sha256)
     return into
 
 
