@@ -4,7 +4,14 @@ from django.contrib import admin
 from django.http import HttpRequest
 
 from arena.admin_records import RecordAdmin
-from arena.battles.models import Answer, Battle, SuggestedPrompt, TargetedRound, Vote
+from arena.battles.models import (
+    Answer,
+    Battle,
+    SuggestedPrompt,
+    TargetedRound,
+    Vote,
+    VoterExclusion,
+)
 from arena.battles.services import targeted_round_schedule
 
 
@@ -59,6 +66,16 @@ class VoteAdmin(RecordAdmin):
     list_display = ["battle", "choice", "counted", "seconds_after_answers", "created_at"]
     list_filter = ["choice", "counted", "battle__phase"]
     date_hierarchy = "created_at"
+
+
+@admin.register(VoterExclusion)
+class VoterExclusionAdmin(RecordAdmin):
+    """Made and lifted on /organizer/voters/ or with `manage.py voters`, so the reason and the
+    evidence are always recorded; shown here as the record."""
+
+    list_display = ["id", "kind", "key", "reason", "excluded_by", "created_at", "lifted_at"]
+    list_filter = ["kind", ("lifted_at", admin.EmptyFieldListFilter)]
+    search_fields = ["key", "reason"]
 
 
 @admin.register(SuggestedPrompt)
