@@ -14,6 +14,7 @@ from agents.models import Agent, Nomination
 from evalsuite import metrics
 from evalsuite.models import BenchmarkResult, EvalRun
 from evalsuite.registry import benchmarks
+from evalsuite.replacements import replaced_agents
 from evalsuite.selectors import (
     agent_pareto,
     checkpoint_scores,
@@ -88,8 +89,21 @@ def agent_progress(agent: Agent, *, include_held_out: bool) -> dict[str, Any]:
     """The agent's Pareto set over its evaluated checkpoints (per-domain capability scores)
     and its post-peak warning: the checkpoint it stands by (its latest nomination, else the
     latest checkpoint evaluated) measurably below an earlier one by headline."""
-    pareto = agent_pareto(agent, include_held_out=include_held_out)
     run = EvalRun.objects.filter(agent=agent).select_related("phase__competition").first()
+    rules = replaced_agents(run.phase if run else None).get(agent.name)
+    if rules:  # its results are the base model's everywhere: its own progress counts for nothing
+        return {
+            "held_out_included": include_held_out,
+            "pareto": [],
+            "domains": {},
+            "headlines": {},
+            "chosen": None,
+            "chosen_is_nominated": False,
+            "post_peak": None,
+            "measurable_z": metrics.MEASURABLE_Z,
+            "replaced_by_base": {"confirmed_violations": rules},
+        }
+    pareto = agent_pareto(agent, include_held_out=include_held_out)
     history: list[tuple[str, metrics.Score]] = []
     if run is not None:
         competition = run.phase.competition
@@ -126,4 +140,5 @@ def agent_progress(agent: Agent, *, include_held_out: bool) -> dict[str, Any]:
             "drop_stderr": None if warning.drop_stderr is None else round(warning.drop_stderr, 4),
         },
         "measurable_z": metrics.MEASURABLE_Z,
+        "replaced_by_base": None,
     }

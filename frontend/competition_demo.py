@@ -447,8 +447,9 @@ def evaluations_wait(say: Say, *, timeout_s: float = 900) -> None:
     deadline = time.monotonic() + timeout_s
     while True:
         evaluations_collect()
-        pending = EvalRun.objects.filter(state=EvalRun.State.QUEUED).count()
-        total = EvalRun.objects.count()
+        organizers = EvalRun.objects.filter(requested_by_agent=False)  # agents' own runs aside
+        pending = organizers.filter(state=EvalRun.State.QUEUED).count()
+        total = organizers.count()
         say(f"evaluations: {total - pending}/{total} finished")
         if pending == 0 or time.monotonic() > deadline:
             return

@@ -30,7 +30,7 @@ CORRELATION_ROUNDS = 500  # bootstrap rounds on a page view: enough for a dashbo
 def evaluation_sections() -> list[OrganizerSection]:
     sections = []
     phases = Phase.objects.filter(
-        pk__in=EvalRun.objects.values_list("phase_id", flat=True)
+        pk__in=EvalRun.objects.filter(requested_by_agent=False).values_list("phase_id", flat=True)
     ).order_by("competition", "number")
     for phase in phases:
         sections.extend(_phase_sections(phase))

@@ -111,12 +111,16 @@ def model_in(report: dict, label: str) -> dict:
     return next(m for m in report["models"] if m["model"] == label)
 
 
-def api_checkpoint(name: str) -> dict:
+def api_evals(name: str) -> dict:
     agent = Agent.objects.get(name=name)
     token = token_issue(agent=agent, kind="api")
     reply = Client().get("/api/v1/evals", headers={"Authorization": f"Bearer {token}"})
     assert reply.status_code == 200
-    (checkpoint,) = reply.json()["checkpoints"]
+    return reply.json()
+
+
+def api_checkpoint(name: str) -> dict:
+    (checkpoint,) = api_evals(name)["checkpoints"]
     return checkpoint
 
 
@@ -162,6 +166,11 @@ def test_a_confirmed_violator_has_the_base_models_results_in_every_report(phase,
     assert {b["benchmark"]: b["score"] for b in api_checkpoint("ben")["benchmarks"]} == {
         "gsm8k": 0.4, "mmlu": 0.6,
     }  # fmt: skip
+    # ... and its own progress (Pareto set, post-peak warning) counts for nothing either
+    progress = api_evals("ann")["progress"]
+    assert progress["pareto"] == [] and progress["post_peak"] is None
+    assert progress["replaced_by_base"] == {"confirmed_violations": ["trained on evaluation data"]}
+    assert api_evals("ben")["progress"]["replaced_by_base"] is None
 
     # the dashboard: the same numbers, from the same report
     row, column = dashboard_cells("ann-phase-1")
@@ -191,6 +200,7 @@ def assert_own_results_everywhere() -> None:
     checkpoint = api_checkpoint("ann")
     assert {b["benchmark"]: b["score"] for b in checkpoint["benchmarks"]} == own_scores("ann")
     assert "replaced_by_base" not in checkpoint
+    assert api_evals("ann")["progress"]["replaced_by_base"] is None
     row, column = dashboard_cells("ann-phase-1")
     assert row[2] == "+1.00 ± 0.02" and column[""] == "ann-phase-1"
     assert column["gsm8k"] == "0.60 ± 0.01 (n=100)"
