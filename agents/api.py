@@ -73,7 +73,7 @@ def jobs(request: HttpRequest, agent: Agent) -> JsonResponse:
         return JsonResponse(
             {"jobs": [job_json(j) for j in account.jobs.order_by("-submitted_at")[:200]]}
         )
-    body = _json(request)
+    body = json_body(request)
     if isinstance(body, JsonResponse):
         return body
     parsed = _job_request(body, Path(agent.sandbox))
@@ -199,7 +199,7 @@ def _job_request(body: Any, sandbox: Path) -> JobRequest | JsonResponse:
 def data(request: HttpRequest, agent: Agent) -> JsonResponse:
     if request.method == "GET":
         return JsonResponse({"data": [data_json(r) for r in agent.data_records.all()]})
-    body = _json(request)
+    body = json_body(request)
     if isinstance(body, JsonResponse):
         return body
     try:
@@ -221,7 +221,7 @@ def data(request: HttpRequest, agent: Agent) -> JsonResponse:
 def checkpoints(request: HttpRequest, agent: Agent) -> JsonResponse:
     if request.method == "GET":
         return JsonResponse({"checkpoints": [checkpoint_json(c) for c in agent.checkpoints.all()]})
-    body = _json(request)
+    body = json_body(request)
     if isinstance(body, JsonResponse):
         return body
     ids = body.get("data_records", [])
@@ -258,7 +258,7 @@ def checkpoint_json(checkpoint: Checkpoint) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _json(request: HttpRequest) -> dict[str, Any] | JsonResponse:
+def json_body(request: HttpRequest) -> dict[str, Any] | JsonResponse:
     try:
         body = json.loads(request.body or b"{}")
     except (json.JSONDecodeError, UnicodeDecodeError):
@@ -283,7 +283,7 @@ def nomination(request: HttpRequest, agent: Agent) -> JsonResponse:
         return JsonResponse(
             {"nominations": [nomination_json(n) for n in agent.nominations.select_related("phase")]}
         )
-    body = _json(request)
+    body = json_body(request)
     if isinstance(body, JsonResponse):
         return body
     checkpoint = body.get("checkpoint")

@@ -120,7 +120,7 @@ def copy_check(folder: Path, files: dict[str, str], *, registered_sha256: str) -
         inspect_checkpoint(SandboxPath(folder))
     except CheckpointInvalid as invalid:
         raise NomineeRefused(f"the checkpoint is not valid now: {invalid}") from None
-    weights = _weights_sha256(files)
+    weights = weights_sha256_of(files)
     if weights != registered_sha256:
         raise NomineeRefused(
             f"the checkpoint's weights changed since it was registered "
@@ -176,7 +176,7 @@ def _copy(nomination: Nomination) -> tuple[Path, dict[str, str]]:
     store = nominee_store()
     incoming = Path(tempfile.mkdtemp(prefix=f".incoming-{nomination.pk}-", dir=store))
     try:
-        files = _copy_files(source, incoming, parameters=checkpoint.parameters)
+        files = checkpoint_files_copy(source, incoming, parameters=checkpoint.parameters)
         target = store / f"nomination-{nomination.pk}-{incoming.name.rsplit('-', 1)[-1]}"
         incoming.rename(target)
     except BaseException:
@@ -185,7 +185,7 @@ def _copy(nomination: Nomination) -> tuple[Path, dict[str, str]]:
     return target, files
 
 
-def _copy_files(source: SandboxPath, into: Path, *, parameters: int) -> dict[str, str]:
+def checkpoint_files_copy(source: SandboxPath, into: Path, *, parameters: int) -> dict[str, str]:
     """Copy the weights and the settings files, after checking every bound on the listing."""
     try:
         entries = [e for e in walk(source, max_entries=MAX_ENTRIES) if e.where.parent == source]
@@ -252,7 +252,7 @@ def _copy_file(where: SandboxPath, into: Path, budget: int) -> tuple[str, int]:
     return digest.hexdigest(), size
 
 
-def _weights_sha256(files: dict[str, str]) -> str:
+def weights_sha256_of(files: dict[str, str]) -> str:
     """As `checkpoint_register` computes Checkpoint.weights_sha256: over the safetensors files'
     sha256s in name order."""
     weights = sorted(name for name in files if name.endswith(".safetensors"))

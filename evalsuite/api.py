@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from django.http import HttpRequest, JsonResponse
 
-from agents.api import _json, agent_api, error
+from agents.api import agent_api, error, json_body
 from agents.models import Agent
 from evalsuite.agent_progress import (
     agent_progress,
@@ -34,7 +34,7 @@ def eval_runs(request: HttpRequest, agent: Agent) -> JsonResponse:
     if request.method == "GET":
         _collect_if_queued(agent)
         return JsonResponse({"runs": [run_json(run) for run in agent_requested_runs(agent)]})
-    body = _json(request)
+    body = json_body(request)
     if isinstance(body, JsonResponse):
         return body
     checkpoint, names = body.get("checkpoint"), body.get("benchmarks", [])

@@ -64,13 +64,13 @@ def evaluate_checkpoint(*, job: CheckpointJob) -> list[BenchmarkOutcome]:
 def checkpoint_copy(job: CheckpointJob, *, into: Path) -> Path:
     """The checkpoint's weights and settings copied out of the sandbox as the nominee store
     copies them (agents/nominees.py), then checked: valid, and the weights registered."""
-    from agents.nominees import _copy_files, copy_check
+    from agents.nominees import checkpoint_files_copy, copy_check
     from cluster.sandbox_files import locate
 
     source = locate(Path(job.sandbox), job.checkpoint_path)
     shutil.rmtree(into, ignore_errors=True)  # a requeued job starts again
     into.mkdir(mode=0o700, parents=True)
-    files = _copy_files(source, into, parameters=job.parameters)
+    files = checkpoint_files_copy(source, into, parameters=job.parameters)
     copy_check(into, files, registered_sha256=job.weights_sha256)
     return into
 

@@ -38,7 +38,12 @@ from django.db.models import Q
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from agents.models import Nomination, NomineeCopy
-from agents.nominees import NomineeRefused, _copy_files, _weights_sha256, nominee_copy_verify
+from agents.nominees import (
+    NomineeRefused,
+    checkpoint_files_copy,
+    nominee_copy_verify,
+    weights_sha256_of,
+)
 from arena.battles.export import battle_export_rows
 from arena.competition.models import Phase
 from arena.phases.publish import Publisher, RepoType
@@ -167,13 +172,13 @@ def _source(nomination: Nomination) -> SandboxPath:
 def _write_model(nomination: Nomination, source: SandboxPath, folder: Path) -> None:
     folder.mkdir(parents=True)
     try:
-        files = _copy_files(source, folder, parameters=nomination.checkpoint.parameters)
+        files = checkpoint_files_copy(source, folder, parameters=nomination.checkpoint.parameters)
     except (NomineeRefused, UnsafePath, OSError) as refused:
         raise ReleaseRefused(f"{nomination.agent.name}'s nominee: {refused}") from None
     copy = NomineeCopy.objects.filter(nomination=nomination).first()
     if copy is not None and copy.folder and files != copy.files:
         raise ReleaseRefused(f"{nomination.agent.name}'s nominee changed while it was copied")
-    if _weights_sha256(files) != nomination.checkpoint.weights_sha256:
+    if weights_sha256_of(files) != nomination.checkpoint.weights_sha256:
         raise ReleaseRefused(
             f"{nomination.agent.name}'s nominee: the weights are not those registered for "
             f"checkpoint {nomination.checkpoint_id}"
