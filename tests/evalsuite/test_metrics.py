@@ -4,8 +4,8 @@ its own standard error."""
 import math
 
 import pytest
-from inspect_ai.scorer import Score as InspectScore
 from inspect_ai.scorer import SampleScore, stderr
+from inspect_ai.scorer import Score as InspectScore
 
 from evalsuite.metrics import (
     MEASURABLE_Z,

@@ -118,7 +118,7 @@ def test_a_job_is_held_to_the_memory_it_was_given(players):
     """A job that asked for (and pays for) 200 MB cannot take more of the node's memory: the
     kernel ends it as out of memory, and the agent's next job runs as usual."""
     mallory = players("sec_mem")
-    hog = "/usr/bin/python3 -c \"b = bytearray(600 * 1024 * 1024); print(len(b))\""
+    hog = '/usr/bin/python3 -c "b = bytearray(600 * 1024 * 1024); print(len(b))"'
     job = sbatch(mallory, "--mem=200", "--gres=gpu:0", "-t", "2", script=hog).stdout.strip()
     assert job.isdigit()
     assert wait_state(job, {"OUT_OF_MEMORY", "FAILED", "COMPLETED"}) == "OUT_OF_MEMORY"
