@@ -152,18 +152,52 @@ def aime(record: Record) -> SampleItem:
 
 
 def bbq(record: Record) -> SampleItem:
-    # ids are per category file on the hub, so the category makes them unique
+    """Ids are per category file on the hub, so the category makes them unique. The metadata
+    keeps what the bias scores need (`benchmark_metrics.bbq_metrics`): the context condition,
+    the "unknown" option and the stereotype-consistent one."""
+    target = CHOICE_LETTERS[int(record["label"])]
     return SampleItem(
         id=f"bbq-{record['category']}-{record['example_id']}",
         input=f"Context: {record['context']}\n\nQuestion: {record['question']}",
-        target=CHOICE_LETTERS[int(record["label"])],
+        target=target,
         choices=(record["ans0"], record["ans1"], record["ans2"]),
         metadata={
             "category": record["category"],
             "context_condition": record["context_condition"],
             "question_polarity": record["question_polarity"],
+            "target_letter": target,
+            **_bbq_bias_letters(record),
         },
     )
+
+
+def _bbq_bias_letters(record: Record) -> dict[str, str]:
+    """The letter of the "unknown" option, and of the biased one: the option naming a
+    stereotyped group for a negative question, the other named option for a non-negative one
+    (BBQ's definition). An option matches a stereotyped group by its label or its group tag
+    in `answer_info`, compared without case, spaces or punctuation, and without the "M-"/"F-"
+    prefix the race-by-gender tags carry ("F-Black" is "Black"). No match: no biased letter."""
+    info = record["answer_info"]
+    groups = [list(info[f"ans{index}"]) for index in range(3)]
+    unknown = [i for i, (_, tag) in enumerate(groups) if _bbq_key(tag) == "unknown"]
+    stereotyped = {_bbq_key(g) for g in record["additional_metadata"]["stereotyped_groups"]}
+    named = [i for i in range(3) if i not in unknown]
+    targeted = [i for i in named if {_bbq_key(text) for text in groups[i]} & stereotyped]
+    letters = {"unknown_letter": CHOICE_LETTERS[unknown[0]] if len(unknown) == 1 else ""}
+    if len(unknown) != 1 or len(targeted) != 1:
+        return letters | {"biased_letter": ""}
+    if record["question_polarity"] == "neg":
+        biased = targeted[0]
+    else:
+        biased = next(i for i in named if i != targeted[0])
+    return letters | {"biased_letter": CHOICE_LETTERS[biased]}
+
+
+def _bbq_key(text: object) -> str:
+    plain = str(text).strip()
+    if plain[:2] in ("M-", "F-"):
+        plain = plain[2:]
+    return "".join(char for char in plain.lower() if char.isalnum())
 
 
 def fortress(record: Record) -> SampleItem:

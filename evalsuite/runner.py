@@ -16,7 +16,8 @@ from pathlib import Path
 
 from arena.serving.client import Endpoint
 from evalsuite import hub
-from evalsuite.metrics import mean_and_stderr
+from evalsuite.benchmark_metrics import AnsweredItem, benchmark_metrics
+from evalsuite.metrics import Score, mean_and_stderr
 from evalsuite.registry import MissingDataset, benchmark
 
 DEFAULT_MAX_TOKENS = 512
@@ -44,6 +45,8 @@ class BenchmarkOutcome:
     log_path: str
     items: list[ItemOutcome] = field(default_factory=list)
     error: str = ""
+    # the benchmark's own aggregates beside its score (BBQ's bias scores), each ± se and n
+    metrics: dict[str, Score] = field(default_factory=dict)
 
 
 def run_benchmarks(
@@ -167,7 +170,13 @@ def _outcome(log) -> BenchmarkOutcome:  # type: ignore[no-untyped-def]
             name, len(items), None, None, log.location, items, error or "no samples"
         )
     score, err = mean_and_stderr([item.value for item in items])
-    return BenchmarkOutcome(name, len(items), score, err, log.location, items, error=error)
+    answered = [
+        AnsweredItem(sample.metadata or {}, sample.output.completion or "")
+        for sample in log.samples
+    ]
+    return BenchmarkOutcome(
+        name, len(items), score, err, log.location, items, error, benchmark_metrics(name, answered)
+    )
 
 
 def _plain(text: str) -> str:

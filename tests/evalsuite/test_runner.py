@@ -1,6 +1,6 @@
 """The inspect runner against a real OpenAI-compatible server whose answers are scripted, so
 the scores are known: every item of the MMLU fixture but one has target B (answer index 1),
-every BBQ target is C. Items come from the fixture hub cache through the production loader."""
+every BBQ target but one is A or C. Items come from the fixture hub cache through the production loader."""
 
 import json
 from pathlib import Path
@@ -33,7 +33,7 @@ def test_scores_stderr_and_per_item_logs_come_from_the_model_answers(always, tmp
     assert mmlu.stderr == pytest.approx(1 / 6)  # stdev √(1/6) / √6
     (wrong,) = [i.item_id for i in mmlu.items if i.value == 0]
     assert next(i for i in benchmark_items("mmlu") if i.id == wrong).target == "C"
-    assert (bbq.score, bbq.error) == (0.0, "")
+    assert (bbq.n, bbq.score, bbq.error) == (8, pytest.approx(1 / 8), "")
 
     log = json.loads(Path(mmlu.log_path).read_text())
     assert log["eval"]["task"] == "mmlu" and log["status"] == "success"
