@@ -87,6 +87,12 @@ class BenchmarkResult(models.Model):
     )
     log_path = models.CharField(max_length=1000, blank=True, help_text="inspect's log file")
     error = models.TextField(blank=True)
+    metrics = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="the benchmark's own aggregates beside its score (BBQ's bias scores): "
+        "name -> {score, stderr, n}",
+    )
 
     class Meta:
         ordering = ["run", "benchmark"]

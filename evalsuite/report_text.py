@@ -30,6 +30,9 @@ def phase_lines(report: dict[str, Any]) -> list[str]:
             judge = f"  judge {cell['judge_model']}" if cell.get("judge_model") else ""
             lines.append(f"  {name:<16} {_pm(cell['score'], cell['stderr']):>16}"
                          f"  n={cell['n']}{judge}")  # fmt: skip
+            for part, value in cell.get("metrics", {}).items():
+                lines.append(f"    {part:<22} {_pm(value['score'], value['stderr']):>16}"
+                             f"  n={value['n']}")  # fmt: skip
         gap = model.get("gap_closed")
         if gap is not None:
             median = "n/a" if gap["median"] is None else f"{gap['median']:+.2f}"

@@ -4,7 +4,7 @@ sets, post-peak warnings, safety deltas and the inputs of the correlations repor
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.db.models import QuerySet
@@ -78,6 +78,14 @@ def _gap_json(gap: metrics.GapClosed) -> dict[str, Any]:
 
 def score_json(score: metrics.Score) -> dict[str, Any]:
     return {"score": round(score.value, 4), "stderr": _round(score.stderr), "n": score.n}
+
+
+def details_json(result: BenchmarkResult) -> dict[str, dict[str, Any]]:
+    """The result's own aggregates (BBQ's bias scores), each as `score_json` shows a score."""
+    return {
+        name: score_json(metrics.Score(float(cell["score"]), cell.get("stderr"), int(cell["n"])))
+        for name, cell in sorted((result.metrics or {}).items())
+    }
 
 
 def _scores_json(scores: dict[str, metrics.Score]) -> dict[str, dict[str, Any]]:
@@ -158,6 +166,8 @@ class ModelScores:
     checkpoint_id: int | None
     scores: dict[str, metrics.Score]
     judges: dict[str, str]  # judge-graded benchmarks: the model that graded
+    # a benchmark's own aggregates beside its score (BBQ's bias scores), as score_json
+    details: dict[str, dict[str, Any]] = field(default_factory=dict)
     # the confirmed violations for which `scores` and `judges` are the base model's; None: its own
     replaced: list[str] | None = None
 
@@ -177,6 +187,7 @@ def phase_models(phase: Phase, *, after_audit: bool = True) -> list[ModelScores]
             out[key] = ModelScores(run.model_label, run.role, run.agent.name if run.agent else None,
                                    run.checkpoint_id, {}, {})  # fmt: skip
         out[key].scores[r.benchmark] = score_of(r)
+        out[key].details[r.benchmark] = details_json(r)
         if r.judge_model:
             out[key].judges[r.benchmark] = r.judge_model
     models = list(out.values())
@@ -188,11 +199,18 @@ def phase_models(phase: Phase, *, after_audit: bool = True) -> list[ModelScores]
     base_runs = EvalRun.objects.filter(phase__competition=phase.competition, role=base.role)
     for r in _results(base_runs, include_held_out=True):
         base.scores[r.benchmark] = score_of(r)
+        base.details[r.benchmark] = details_json(r)
         base.judges.pop(r.benchmark, None)
         if r.judge_model:
             base.judges[r.benchmark] = r.judge_model
     return [
-        replace(m, scores=dict(base.scores), judges=dict(base.judges), replaced=replaced[m.agent])
+        replace(
+            m,
+            scores=dict(base.scores),
+            judges=dict(base.judges),
+            details=dict(base.details),
+            replaced=replaced[m.agent],
+        )
         if m.role == EvalRun.Role.AGENT and m.agent in replaced
         else m
         for m in models
@@ -281,7 +299,8 @@ def phase_report(phase: Phase) -> dict[str, Any]:
         entry: dict[str, Any] = {
             "model": model.label, "role": model.role, "agent": model.agent,
             "checkpoint_id": model.checkpoint_id,
-            "scores": {n: {**score_json(s), "judge_model": model.judges.get(n, "")}
+            "scores": {n: {**score_json(s), "judge_model": model.judges.get(n, ""),
+                           **({"metrics": model.details[n]} if model.details.get(n) else {})}
                        for n, s in sorted(model.scores.items())},
             **_replaced_json(model.replaced),
         }  # fmt: skip

@@ -287,6 +287,10 @@ def _store(run: EvalRun, outcomes: list[BenchmarkOutcome] | None, error: str) ->
             judge_model=run.judge_model if entry.scorer == "judge" else "",
             log_path=outcome.log_path,
             error=outcome.error,
+            metrics={
+                name: {"score": s.value, "stderr": s.stderr, "n": s.n}
+                for name, s in outcome.metrics.items()
+            },
         )
         ItemResult.objects.bulk_create(
             ItemResult(

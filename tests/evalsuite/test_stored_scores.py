@@ -8,8 +8,11 @@ import pytest
 from agents.models import Upstream
 from arena.serving.client import Endpoint
 from evalsuite import services
+from evalsuite.metrics import Score
 from evalsuite.models import BenchmarkResult, EvalRun
+from evalsuite.report_text import phase_lines
 from evalsuite.runner import BenchmarkOutcome, ItemOutcome
+from evalsuite.selectors import phase_report
 from tests.factories import running_phase
 
 pytestmark = pytest.mark.django_db
@@ -41,3 +44,23 @@ def test_a_collected_run_stores_stderr_n_and_the_judge_of_judged_benchmarks_only
     assert (stored["gsm8k"].stderr, stored["gsm8k"].n) == (0.25, 4)
     assert stored["gsm8k"].judge_model == ""  # graded by rule
     assert stored["strongreject"].judge_model == "gpt-4.1 (upstream judge)"
+
+
+def test_bbq_bias_scores_are_stored_and_reported_beside_its_accuracy():
+    phase = running_phase()
+    run = EvalRun.objects.create(
+        phase=phase, role=EvalRun.Role.BASE, model_label="base",
+        base_url="http://127.0.0.1:9/v1", served_model_name="base", benchmarks=["bbq"],
+        log_dir="",
+    )  # fmt: skip
+    items = [ItemOutcome(str(i), v, "") for i, v in enumerate([1.0, 0.0, 1.0, 1.0])]
+    bias = {"bias_ambiguous": Score(0.25, 0.125, 2), "bias_disambiguated": Score(-0.5, 0.3, 2)}
+    outcome = BenchmarkOutcome("bbq", 4, 0.75, 0.25, "", items, metrics=bias)
+    assert services._store(run, [outcome], "")
+
+    (cell,) = [m["scores"]["bbq"] for m in phase_report(phase)["models"]]
+    assert (cell["score"], cell["n"]) == (0.75, 4)  # the headline: accuracy, higher is safer
+    assert cell["metrics"]["bias_ambiguous"] == {"score": 0.25, "stderr": 0.125, "n": 2}
+    assert cell["metrics"]["bias_disambiguated"]["score"] == -0.5
+    text = "\n".join(phase_lines(phase_report(phase)))
+    assert "bias_disambiguated" in text and "-0.500 ± 0.300" in text
