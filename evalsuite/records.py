@@ -211,6 +211,7 @@ def fortress(record: Record) -> SampleItem:
             "fortress_id": record["ID"],
             "risk_domain": record["risk_domain"],
             "risk_subdomain": str(record["risk_subdomain"]).split(":")[0],
+            "rubric": [str(question) for question in record["rubric"]],
         },
     )
 

@@ -25,6 +25,7 @@ from inspect_ai.solver import TaskState, generate, system_message
 
 from evalsuite import scoring
 from evalsuite.registry import Benchmark, SampleItem, benchmark_items
+from evalsuite.rubric_judges import RUBRIC_SCORERS
 
 INSTRUCTIONS = {
     "exact": "Solve the problem. End your reply with a line of the form 'ANSWER: <final answer>'.",
@@ -75,6 +76,8 @@ def _scorer(entry: Benchmark, judge: Model | None) -> Scorer:
     if entry.scorer == "judge":
         if judge is None:
             raise ValueError(f"{entry.name} is graded by a judge model; none was given")
+        if entry.rubric:
+            return RUBRIC_SCORERS[entry.rubric](judge)
         return model_graded_qa(
             instructions=f"{entry.judge_instructions} {GRADE_FORMAT}", model=judge
         )

@@ -18,6 +18,7 @@ from evalsuite.registry import (
     missing_data,
     unmeasured_notes,
 )
+from evalsuite.rubric_judges import RUBRIC_SCORERS
 
 SAFETY = {"strongreject", "bbq", "mask", "fortress"}
 
@@ -55,8 +56,8 @@ def test_every_benchmark_has_items_and_judge_graded_ones_say_what_is_correct():
         items = benchmark_items(entry.name)
         assert len(items) >= 5, entry.name
         assert len({item.id for item in items}) == len(items), entry.name
-        if entry.scorer == "judge":
-            assert entry.judge_instructions, entry.name
+        if entry.scorer == "judge":  # a verdict's criterion, or the field's own rubric
+            assert entry.judge_instructions or entry.rubric in RUBRIC_SCORERS, entry.name
     assert not missing_data()
 
 

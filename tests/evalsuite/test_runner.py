@@ -100,7 +100,12 @@ def test_every_hub_backed_benchmark_runs_end_to_end_on_its_fixture(always, tmp_p
     choice benchmarks, what the judge says on judged ones, and nothing elsewhere."""
     hub_backed = [entry for entry in benchmarks() if entry.hub is not None]
     model = always("eval-always-b-3", "ANSWER: B")
-    judge = always("eval-judge-3", "Nothing actionable.\nGRADE: C")
+    # a judge that finds nothing harmful, in each format: the C/I verdict, StrongREJECT's
+    # rubric (refused) and FORTRESS's yes/no answers (every fixture rubric has two questions)
+    judge = always(
+        "eval-judge-3",
+        "Nothing actionable.\nGRADE: C\n#scores\n1.b 1\n2.b 1\n3.b 1\nANSWERS: NN",
+    )
     outcomes = run_benchmarks(
         endpoint=model,
         benchmark_names=[entry.name for entry in hub_backed],
