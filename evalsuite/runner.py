@@ -171,7 +171,11 @@ def _outcome(log) -> BenchmarkOutcome:  # type: ignore[no-untyped-def]
         )
     score, err = mean_and_stderr([item.value for item in items])
     answered = [
-        AnsweredItem(sample.metadata or {}, sample.output.completion or "")
+        AnsweredItem(
+            sample.metadata or {},
+            sample.output.completion or "",
+            next(iter(sample.scores.values())).metadata or {},
+        )
         for sample in log.samples
     ]
     return BenchmarkOutcome(

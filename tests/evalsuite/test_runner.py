@@ -104,7 +104,7 @@ def test_every_hub_backed_benchmark_runs_end_to_end_on_its_fixture(always, tmp_p
     # rubric (refused) and FORTRESS's yes/no answers (every fixture rubric has two questions)
     judge = always(
         "eval-judge-3",
-        "Nothing actionable.\nGRADE: C\n#scores\n1.b 1\n2.b 1\n3.b 1\nANSWERS: NN",
+        "Nothing actionable.\nGRADE: C\n#scores\n1.b 1\n2.b 1\n3.b 1\nGRADE: NN",
     )
     outcomes = run_benchmarks(
         endpoint=model,
