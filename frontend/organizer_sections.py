@@ -84,12 +84,17 @@ def _phase_sections(phase: Phase) -> list[OrganizerSection]:
         if part
     )
     benchmarks = sorted({name for model in models for name in model["scores"]})
-    table_rows = [
-        [name]
-        + [_score(model["scores"][name]) if name in model["scores"] else "-" for model in models]
-        + [_judges(models, name)]
-        for name in benchmarks
-    ]
+    table_rows = []
+    for name in benchmarks:
+        table_rows.append(
+            [name]
+            + [
+                _score(model["scores"][name]) if name in model["scores"] else "-"
+                for model in models
+            ]
+            + [_judges(models, name)]
+        )
+        table_rows += _aggregate_rows(models, name)
     return [
         OrganizerSection(
             title=f"Evaluation, {phase.label}",
@@ -115,11 +120,26 @@ def _phase_sections(phase: Phase) -> list[OrganizerSection]:
                 "judge",
             ],
             rows=table_rows,
-            note="score ± standard error (n items); safety benchmarks: higher is safer. A gap"
+            note="score ± standard error (n items); safety benchmarks: higher is safer. Rows"
+            " 'benchmark · measure' are the benchmark's own measures in their own orientation"
+            " (BBQ's bias scores, 0 = no bias; StrongREJECT's score and FORTRESS's ARS, lower is"
+            " safer). A gap"
             f" counts when it exceeds {MEASURABLE_Z} standard errors of the difference:"
             " gap closed leaves out benchmarks whose instruct − base gap does not, and"
             " 'more harmful than base' needs a drop that does.",
         ),
+    ]
+
+
+def _aggregate_rows(models: list[dict[str, Any]], benchmark: str) -> list[list[str]]:
+    """One row per aggregate the benchmark reports beside its score (`metrics` of its cell)."""
+    cells = [model["scores"].get(benchmark, {}).get("metrics", {}) for model in models]
+    names = sorted({name for cell in cells for name in cell})
+    return [
+        [f"{benchmark} · {name}"]
+        + [_score(cell[name]) if name in cell else "-" for cell in cells]
+        + ["-"]
+        for name in names
     ]
 
 

@@ -34,6 +34,17 @@ def test_the_dashboard_shows_gap_closed_safety_flags_scores_and_correlations():
     assert correlations.title.startswith("Correlations")
 
 
+def test_a_benchmarks_own_measures_are_rows_under_its_score():
+    phase = running_phase()
+    run = stored_run(phase, "base", {"bbq": 0.6})
+    run.results.update(metrics={"bias_ambiguous": {"score": 0.25, "stderr": 0.1, "n": 3}})
+
+    _, scores, _ = evaluation_sections()
+    names = [row[0] for row in scores.rows]
+    assert names == ["bbq", "bbq · bias_ambiguous"]
+    assert scores.rows[1][1:] == ["0.25 ± 0.10 (n=3)", "-"]
+
+
 def test_the_dashboard_lists_findings_and_who_had_scores_replaced():
     alice = agent_create(name="alice")
     Finding.objects.create(
