@@ -260,6 +260,15 @@ EVALS_AGENT_MAX_QUEUED = env_int("EVALS_AGENT_MAX_QUEUED", 2, minimum=1)
 EVALS_AGENT_GPUS = env_int("EVALS_AGENT_GPUS", 1, minimum=0)
 EVALS_AGENT_JOB_MINUTES = env_int("EVALS_AGENT_JOB_MINUTES", 120, minimum=1)
 EVALS_AGENT_MAX_TOKENS = env_int("EVALS_AGENT_MAX_TOKENS", 512, minimum=1)
+# The server an on-demand evaluation job starts for the checkpoint (evalsuite/model_server.py):
+# auto (vLLM on a node with a GPU and vLLM installed, else transformers serve), vllm, transformers;
+# and vLLM's engine settings (dtype, context length, 0 = the model's; share of GPU memory).
+EVALS_SERVER = env_str("EVALS_SERVER", "auto")
+EVALS_VLLM_DTYPE = env_str("EVALS_VLLM_DTYPE", "auto")
+EVALS_VLLM_MAX_MODEL_LEN = env_int("EVALS_VLLM_MAX_MODEL_LEN", 0, minimum=0)
+EVALS_VLLM_GPU_MEMORY_UTILIZATION = env_float(
+    "EVALS_VLLM_GPU_MEMORY_UTILIZATION", 0.9, minimum=0.05
+)
 # The LLM judge the safety audit asks about agents' trajectories (through the API proxy by
 # default); no model named: no judge.
 SAFETY_JUDGE_MODEL = env_str("SAFETY_JUDGE_MODEL", "")

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from arena.serving.vllm import VllmOptions
 from evalsuite.runner import BenchmarkOutcome, run_benchmarks
 
 SERVER_BASE_PORT = 18600  # the job's server binds the first free port from here
@@ -29,24 +30,31 @@ class CheckpointJob:
     benchmark_names: list[str]
     max_tokens: int
     hub_cache: str
+    # Which server (evalsuite/model_server.py): "auto" is vLLM on a GPU node with vLLM.
+    server: str = "auto"
+    vllm: VllmOptions = field(default_factory=VllmOptions)
 
 
 def evaluate_checkpoint(*, job: CheckpointJob) -> list[BenchmarkOutcome]:
     """The job: copy the checkpoint into the run's folder, serve the copy, run the benchmarks
     against it, stop the server and remove the copy."""
     _django_ready()
-    from arena.serving.local import SupervisedModelServer, bind_free_listener
+    from evalsuite.model_server import job_model_server
 
     folder = Path(job.folder)
     copy = checkpoint_copy(job, into=folder / "model")
-    listener = bind_free_listener("127.0.0.1", SERVER_BASE_PORT)
-    server = SupervisedModelServer(
-        checkpoint=copy,
-        port=listener.getsockname()[1],
-        log_path=folder / "serve.log",
-        listener=listener,
-        ready_timeout_s=600,
-    )
+    try:
+        server, choice = job_model_server(
+            copy,
+            folder=folder,
+            base_port=SERVER_BASE_PORT,
+            setting=job.server,
+            vllm_options=job.vllm,
+        )
+    except BaseException:
+        shutil.rmtree(copy, ignore_errors=True)
+        raise
+    print(f"serving with {choice.kind} on {choice.device} ({choice.reason})", flush=True)
     try:
         server.start()
         return run_benchmarks(

@@ -33,6 +33,7 @@ from django.db import transaction
 
 from agents.models import Agent, Checkpoint
 from arena.competition.selectors import phase_current
+from arena.serving.vllm import VllmOptions
 from cluster.backends import cluster_backend
 from cluster.backends.base import AccountLimits, ClusterBackend, JobRequest
 from cluster.models import ClusterAccount
@@ -179,6 +180,13 @@ def _submit(
         benchmark_names=list(run.benchmarks),
         max_tokens=settings.EVALS_AGENT_MAX_TOKENS,
         hub_cache=str(hub.cache_dir()),
+        server=settings.EVALS_SERVER,
+        vllm=VllmOptions(
+            dtype=settings.EVALS_VLLM_DTYPE,
+            max_model_len=settings.EVALS_VLLM_MAX_MODEL_LEN,
+            gpu_memory_utilization=settings.EVALS_VLLM_GPU_MEMORY_UTILIZATION,
+            tensor_parallel_size=max(1, settings.EVALS_AGENT_GPUS),
+        ),
     )
     run.log_dir = str(workdir / "logs")
     return evaluation_job_submit(

@@ -125,6 +125,9 @@ class SupervisedModelServer:
     # The port's listening socket, bound by the platform (see the module's docstring); bound
     # by `launch` when not given.
     listener: socket.socket | None = field(default=None, repr=False)
+    # Where `transformers serve` puts the model: "cpu" (the arena's local servers), or
+    # "cuda" for an evaluation job on a GPU node without vLLM (evalsuite/model_server.py).
+    device: str = "cpu"
     _process: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
     _stopping: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
     _watcher: threading.Thread | None = field(default=None, init=False, repr=False)
@@ -194,7 +197,7 @@ class SupervisedModelServer:
         with self._lock:
             process, self._process = self._process, None
         if process is not None:
-            _terminate_group(process, timeout_s)
+            terminate_group(process, timeout_s)
         with self._lock:
             listener, self.listener = self.listener, None
         if listener is not None:
@@ -211,7 +214,7 @@ class SupervisedModelServer:
             "--served-model-name", self.served_model_name,
             # The server serves on the platform's socket; it binds nothing itself.
             "--fd", str(listener.fileno()),
-            "--device", "cpu",
+            "--device", self.device,
             str(self.checkpoint),
         ]  # fmt: skip
         env = {
@@ -247,7 +250,7 @@ class SupervisedModelServer:
                 os.close(output)
         with self._lock:
             if self._stopping.is_set():  # stop() ran while this restart was starting
-                _terminate_group(process, 5.0)
+                terminate_group(process, 5.0)
                 return
             self._process = process
         log.info(
@@ -270,7 +273,7 @@ class SupervisedModelServer:
                 if failed_checks < self.max_failed_checks:
                     continue
                 log.warning("model server on port %s stopped answering; restarting", self.port)
-                _terminate_group(process, 5.0)
+                terminate_group(process, 5.0)
             else:
                 log.warning(
                     "model server on port %s exited with code %s; restarting",
@@ -289,7 +292,8 @@ class SupervisedModelServer:
                 log.error("%s", exc)
 
 
-def _terminate_group(process: subprocess.Popen[bytes], timeout_s: float) -> None:
+def terminate_group(process: subprocess.Popen[bytes], timeout_s: float) -> None:
+    """Stop a server started in its own session: SIGTERM to its group, then SIGKILL."""
     if process.poll() is not None:
         return
     try:

@@ -25,13 +25,12 @@ import json
 import os
 import pwd
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 from arena.serving.backends import ServingBackend
 from arena.serving.client import Endpoint
 from arena.serving.local import ServerStartError, authorized_health, serving_secrets
+from arena.serving.vllm import open_health as _open_health
 from cluster.backends.base import AccountLimits, ClusterBackend, JobRequest, SubmitRefused
 from cluster.models import ClusterAccount, Job
 from cluster.selectors import job_output
@@ -280,15 +279,6 @@ class SlurmServingBackend(ServingBackend):
             f"serving job {job.scheduler_id} for {checkpoint.name} not ready after"
             f" {self.ready_timeout_s:g} s ({job.state}{': ' + job.reason if job.reason else ''})"
         )
-
-
-def _open_health(base_url: str) -> bool:
-    """`GET /health` with no key (vLLM's is open): the key is never sent to check readiness."""
-    try:
-        with urllib.request.urlopen(f"{base_url}/health", timeout=2) as reply:
-            return reply.status == 200
-    except (urllib.error.URLError, OSError):
-        return False
 
 
 def _write_private(path: Path, text: str) -> None:
