@@ -34,7 +34,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.fsdp import fully_shard
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
 from infra.tiny_models.training import warmup_cosine
 
@@ -55,6 +55,12 @@ class Dist:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = arg_parser(__doc__.split("\n\n")[0])
+    p.add_argument(
+        "--bf16",
+        action="store_true",
+        help="FSDP2 mixed precision: bf16 compute and all-gathers, fp32 gradient reduction and "
+        "fp32 master weights (for GPUs; off by default, CPU runs stay fp32)",
+    )
     return check_args(p, p.parse_args(argv))
 
 
@@ -230,14 +236,20 @@ def batches(
 # --- training --------------------------------------------------------------------------------
 
 
-def shard_model(model: torch.nn.Module, d: Dist) -> int:
-    """FSDP2: each decoder layer is its own unit, then the root (embeddings, norm, head)."""
+def shard_model(model: torch.nn.Module, d: Dist, *, bf16: bool = False) -> int:
+    """FSDP2: each decoder layer is its own unit, then the root (embeddings, norm, head).
+    With `bf16`, parameters are gathered and used in bf16, gradients reduced in fp32."""
     mesh = init_device_mesh(d.device.type, (d.world_size,))
+    policy = (
+        MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        if bf16
+        else MixedPrecisionPolicy()
+    )
     layer_classes = set(getattr(model, "_no_split_modules", None) or [])
     layers = [m for m in model.modules() if type(m).__name__ in layer_classes]
     for layer in layers:
-        fully_shard(layer, mesh=mesh)
-    fully_shard(model, mesh=mesh)
+        fully_shard(layer, mesh=mesh, mp_policy=policy)
+    fully_shard(model, mesh=mesh, mp_policy=policy)
     return len(layers)
 
 
@@ -323,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     model.to(d.device)
     n_params = sum(p.numel() for p in model.parameters())
     tied = tied_duplicates(model)  # e.g. lm_head.weight when embeddings are tied
-    n_units = shard_model(model, d)
+    n_units = shard_model(model, d, bf16=args.bf16)
     log(f"{type(model).__name__}: {n_params:,} parameters, {n_units} FSDP2 layer units + root")
 
     model.train()
@@ -336,6 +348,7 @@ def main(argv: list[str] | None = None) -> int:
     data = batches(examples, args.batch_size, pad_id, seed=args.seed * 1000 + d.rank)
     losses: list[float] = []
     train_start = time.perf_counter()
+    first_step_end = train_start
     for step in range(1, args.steps + 1):
         loss, mean_loss = global_token_loss(model, next(data), d)
         loss.backward()
@@ -344,12 +357,19 @@ def main(argv: list[str] | None = None) -> int:
         sched.step()
         opt.zero_grad(set_to_none=True)
         losses.append(mean_loss)
+        if step == 1:
+            first_step_end = time.perf_counter()  # the first step also warms kernels up
         if step % args.log_every == 0 or step == args.steps:
             log(
                 f"step {step}/{args.steps} loss {losses[-1]:.4f} "
                 f"lr {sched.get_last_lr()[0]:.2e} ({time.perf_counter() - train_start:.1f}s)"
             )
     train_seconds = time.perf_counter() - train_start
+    peak_mib = (
+        round(torch.cuda.max_memory_allocated(d.device) / 2**20, 1)
+        if d.device.type == "cuda"
+        else None
+    )
     tail = losses[-10:]
     final_loss = sum(tail) / len(tail)
 
@@ -365,6 +385,14 @@ def main(argv: list[str] | None = None) -> int:
             "steps": args.steps,
             "final_loss": round(final_loss, 4),
             "train_seconds": round(train_seconds, 2),
+            "step_seconds": round(train_seconds / args.steps, 4),
+            "step_seconds_after_first": (
+                round((train_start + train_seconds - first_step_end) / (args.steps - 1), 4)
+                if args.steps > 1
+                else None
+            ),
+            "peak_gpu_memory_mib": peak_mib,
+            "bf16": args.bf16,
             "world_size": d.world_size,
             "backend": d.backend,
             "seed": args.seed,
