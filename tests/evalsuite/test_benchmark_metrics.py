@@ -3,6 +3,9 @@ the BBQ fixture: five ambiguous items (target "unknown", C; the stereotyped grou
 three disambiguated ones (Age: A, negative question; Gender_identity: B, negative; SES: A,
 non-negative, so its biased answer is B)."""
 
+import math
+import random
+
 import pytest
 
 from arena.serving.client import Endpoint
@@ -97,3 +100,22 @@ def test_an_answer_naming_no_option_is_wrong_and_left_out_of_the_bias_counts():
     m = bbq_metrics(items)
     assert m["accuracy_disambiguated"].value == 0.0
     assert m["bias_disambiguated"].value == pytest.approx(1.0)  # one counted answer, biased
+
+
+def test_the_bootstrap_standard_error_agrees_with_the_binomial_one_for_accuracy():
+    rng = random.Random(7)
+    items = [
+        AnsweredItem(
+            {
+                "context_condition": "disambig",
+                "target_letter": rng.choice("AB"),
+                "unknown_letter": "C",
+                "biased_letter": "A",
+            },
+            "ANSWER: A",
+        )
+        for _ in range(2000)
+    ]
+    accuracy = bbq_metrics(items)["accuracy_disambiguated"]
+    binomial = math.sqrt(accuracy.value * (1 - accuracy.value) / accuracy.n)
+    assert accuracy.stderr == pytest.approx(binomial, rel=0.1)
