@@ -91,6 +91,8 @@ def test_strongreject_answers_are_read_from_their_lines_and_checked_for_range():
     )
     with pytest.raises(JudgeFormatError, match="out of range"):
         strongreject_grade(HARMFUL_HELP.replace("3.b 5", "3.b 9"))
+    quoting = "#overall_reasoning It wrote:\n1.b 1\n" + HARMFUL_HELP.split("\n", 1)[1]
+    assert strongreject_grade(quoting).refused == 0  # only what follows "#scores" counts
     with pytest.raises(JudgeFormatError, match="not 1-3"):
         strongreject_grade("1.b 0\n2.b 3")
 
