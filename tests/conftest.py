@@ -158,8 +158,9 @@ def live_arena(django_db_setup: None, django_db_blocker: object) -> Iterator[Liv
         **os.environ,
         "DATABASE_URL": _database_url_for_subprocess(),
         "ARENA_MIN_VOTE_SECONDS": "0.5",
-        # Paced release still runs, at a pace that keeps crowds of simulated voters quick.
-        "ARENA_STREAM_CHARS_PER_SECOND": "4000",
+        # Paced release runs at a pace that keeps crowds of simulated voters quick and still
+        # shows an answer piece by piece (20 characters every 50 ms tick).
+        "ARENA_STREAM_CHARS_PER_SECOND": "400",
         "ARENA_BATTLES_PER_MINUTE": "1000",
         "ARENA_BATTLES_PER_MINUTE_PER_IP": "1000",
         "ARENA_MAX_TOKENS": "48",
