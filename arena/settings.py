@@ -151,6 +151,10 @@ LOGGING = {
 # --- The arena --------------------------------------------------------------------------
 ARENA_PROMPT_MAX_CHARS = env_int("ARENA_PROMPT_MAX_CHARS", 2000, minimum=1)
 ARENA_MAX_TOKENS = env_int("ARENA_MAX_TOKENS", 160, minimum=1)
+# An answer's characters, whatever its tokens: a contestant's tokenizer may have huge tokens,
+# and both answers are shown at one pace (ARENA_STREAM_CHARS_PER_SECOND), so this bounds how
+# long a battle takes to show.
+ARENA_ANSWER_MAX_CHARS = env_int("ARENA_ANSWER_MAX_CHARS", 6000, minimum=1)
 ARENA_TEMPERATURE = env_float("ARENA_TEMPERATURE", 0.7, minimum=0.0)
 ARENA_GENERATION_TIMEOUT_S = env_float("ARENA_GENERATION_TIMEOUT_S", 60.0, minimum=0.1)
 # A vote cast sooner than this after both answers are shown is refused: nobody reads two

@@ -7,6 +7,7 @@ events name a side ("a"/"b"), never a contestant.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -64,18 +65,28 @@ async def battle_run(battle_id: str, emit: EventSink) -> Battle | None:
     async def run_side(answer: Answer) -> tuple[str, SideResult]:
         pieces: list[str] = []
         end = StreamEnd("error", "no answer")
-        async for event in stream_chat(
+        # max_tokens bounds tokens, not characters, and a contestant's tokenizer is its own:
+        # an answer is cut at ARENA_ANSWER_MAX_CHARS as one that reached the length limit.
+        room = settings.ARENA_ANSWER_MAX_CHARS
+        stream = stream_chat(
             contestant_endpoint(answer.contestant),
             messages,
             max_tokens=settings.ARENA_MAX_TOKENS,
             temperature=settings.ARENA_TEMPERATURE,
             timeout_s=settings.ARENA_GENERATION_TIMEOUT_S,
-        ):
-            if isinstance(event, TextDelta):
-                pieces.append(event.text)
-                await emit(SideDelta(answer.side, event.text))
-            else:
-                end = event
+        )
+        async with contextlib.aclosing(stream):  # a cut answer closes its connection now
+            async for event in stream:
+                if isinstance(event, TextDelta):
+                    text = event.text[:room]
+                    room -= len(text)
+                    pieces.append(text)
+                    await emit(SideDelta(answer.side, text))
+                    if room == 0:
+                        end = StreamEnd("length")
+                        break
+                else:
+                    end = event
         result = SideResult(
             text="".join(pieces),
             finish_reason=end.finish_reason,

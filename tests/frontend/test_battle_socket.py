@@ -293,3 +293,26 @@ async def test_a_shorter_answer_ends_first_whichever_model_is_faster(scripted_ll
     order = [(f["type"], f.get("side")) for f in frames]
     assert order.index(("side_done", short)) < order.index(("side_done", long))
     assert shown_lengths(frames, short)[-1] == len("Short one.")
+
+
+async def test_an_answer_of_enormous_tokens_is_cut_and_the_page_still_ends_soon(
+    scripted_llm, settings
+):
+    # An agent controls its tokenizer: 160 tokens of 10,000 characters each is 1.6 MB that the
+    # common pace would take hours to show. The answer is cut at ARENA_ANSWER_MAX_CHARS, like
+    # one that reached the length limit, and the battle ends within seconds.
+    settings.ARENA_STREAM_CHARS_PER_SECOND = 400
+    settings.ARENA_ANSWER_MAX_CHARS = 600
+    await db(scripted_pair, scripted_llm, "x" * 200_000, "A short answer.")
+    scripted_llm.scripts["alpha-model"].chunk_chars = 10_000
+    battle = await db(new_battle)
+
+    frames, _ = await run_battle(battle.pk)
+
+    assert frames[-1]["type"] == "battle_done" and frames[-1]["votable"] is True
+    long_side = next(f["side"] for f in frames if f["type"] == "delta" and f["text"][0] == "x")
+    assert shown_lengths(frames, long_side)[-1] == 600
+    stored = await db(
+        lambda: Battle.objects.get(pk=battle.pk).answers.get(contestant__display_name="alpha-model")
+    )
+    assert len(stored.text) == 600 and stored.finish_reason == "length"
