@@ -9,8 +9,9 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
 from arena.battles.models import VoterExclusion
-from arena.battles.services import ExclusionRefused, voter_exclude, voter_exclusion_lift
+from arena.battles.services import ExclusionRefused, voter_exclusion_lift
 from arena.leaderboard.screening import voter_screening
+from arena.leaderboard.services import voter_exclude_on_screening
 from frontend.organizer import OrganizerSection
 from frontend.organizer_views import staff_only
 
@@ -50,14 +51,11 @@ def voters_page(request: HttpRequest) -> HttpResponse:
         who = request.user.get_username() or "staff"
         try:
             if request.POST.get("action") == "exclude":
-                kind, key = request.POST.get("kind", ""), request.POST.get("key", "")
-                flag = next((f for f in voter_screening() if f.kind == kind and f.key == key), None)
-                exclusion = voter_exclude(
-                    kind=kind,
-                    key=key,
+                exclusion, _ = voter_exclude_on_screening(
+                    kind=request.POST.get("kind", ""),
+                    key=request.POST.get("key", ""),
                     reason=request.POST.get("reason", ""),
                     excluded_by=who,
-                    evidence=flag.evidence if flag else {"flagged": False},
                 )
                 messages.success(request, f"Excluded as #{exclusion.pk}.")
             elif request.POST.get("action") == "lift":

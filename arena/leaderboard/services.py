@@ -14,9 +14,12 @@ from django.db import transaction
 from django.db.models import Count, Max
 from django.utils import timezone
 
+from arena.battles.models import VoterExclusion
 from arena.battles.selectors import exclusions_in_force, exclusions_summary, votes_in_fit
+from arena.battles.services import voter_exclude, voter_key_resolve
 from arena.leaderboard.inputs import counted_battles
 from arena.leaderboard.models import RatingSnapshot, RefitLease
+from arena.leaderboard.screening import voter_screening
 from arena.rating import Battles, RatingResult, fit_ratings, longer_answer_wins
 from arena.rating.fit import CiMethod
 
@@ -280,3 +283,20 @@ def _push(payload: dict[str, Any]) -> None:
         )
     except Exception:
         log.exception("could not push the leaderboard to live screens")
+
+
+def voter_exclude_on_screening(
+    *, kind: str, key: str, reason: str, excluded_by: str
+) -> tuple[VoterExclusion, bool]:
+    """Exclude a voter (a hash or its prefix) with what screening holds against it as the
+    evidence on record; the bool says whether screening had flagged it at all."""
+    full_key = voter_key_resolve(kind=kind, key=key)
+    flag = next((f for f in voter_screening() if (f.kind, f.key) == (kind, full_key)), None)
+    exclusion = voter_exclude(
+        kind=kind,
+        key=full_key,
+        reason=reason,
+        excluded_by=excluded_by,
+        evidence=flag.evidence if flag else {"flagged": False},
+    )
+    return exclusion, flag is not None

@@ -9,14 +9,9 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from arena.battles.models import VoterExclusion
-from arena.battles.services import (
-    ExclusionRefused,
-    voter_exclude,
-    voter_exclusion_lift,
-    voter_key_resolve,
-)
+from arena.battles.services import ExclusionRefused, voter_exclusion_lift
 from arena.leaderboard.screening import FlaggedVoter, voter_screening
-from arena.leaderboard.services import leaderboard_refresh
+from arena.leaderboard.services import leaderboard_refresh, voter_exclude_on_screening
 
 SHOWN_KEY = 12  # characters of a hash shown; any unique prefix of 8 or more is accepted back
 
@@ -92,18 +87,12 @@ class Command(BaseCommand):
 
     def _exclude(self, options: dict[str, Any]) -> None:
         kind = options["kind"]
-        key = voter_key_resolve(kind=kind, key=options["key"])
-        flag = next((f for f in voter_screening() if (f.kind, f.key) == (kind, key)), None)
-        exclusion = voter_exclude(
-            kind=kind,
-            key=key,
-            reason=options["reason"],
-            excluded_by=options["by"],
-            evidence=flag.evidence if flag else {"flagged": False},
+        exclusion, flagged = voter_exclude_on_screening(
+            kind=kind, key=options["key"], reason=options["reason"], excluded_by=options["by"]
         )
         self.stdout.write(
-            f"Excluded {kind} {key[:SHOWN_KEY]} as #{exclusion.pk}"
-            f"{'' if flag else ' (screening had not flagged it)'}. "
+            f"Excluded {kind} {exclusion.key[:SHOWN_KEY]} as #{exclusion.pk}"
+            f"{'' if flagged else ' (screening had not flagged it)'}. "
             f"Undo with: python manage.py voters restore {exclusion.pk} --reason ..."
         )
         self._refit()
