@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from evalsuite.mask import mask_metrics
 from evalsuite.metrics import Score, mean_and_stderr
 from evalsuite.scoring import chosen_letter
 
@@ -164,6 +165,7 @@ AGGREGATES: dict[str, Callable[[Sequence[AnsweredItem]], dict[str, Score]]] = {
     "bbq": bbq_metrics,
     "strongreject": strongreject_metrics,
     "fortress": fortress_metrics,
+    "mask": mask_metrics,
 }
 
 

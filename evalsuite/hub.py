@@ -188,7 +188,17 @@ def require(benchmark: str, hub_set: DataSource, *, cache: Path | None = None) -
 def records(
     benchmark: str, hub_set: DataSource, *, cache: Path | None = None
 ) -> list[dict[str, Any]]:
-    """Every row of the split, as the hub's own schema has it (offline)."""
+    """Every row of the split, as the hub's own schema has it (offline), with the file it came
+    from under `source_file` (a hub set's path in its repository: MASK's archetype is its
+    config folder)."""
+    if isinstance(hub_set, HubSet):
+        cache = cache or cache_dir()
+        folder = snapshot(benchmark, hub_set, cache=cache)
+        return [
+            {**row, "source_file": path.relative_to(folder).as_posix()}
+            for path in split_files(benchmark, hub_set, folder, cache)
+            for row in read_rows(path)
+        ]
     paths = require(benchmark, hub_set, cache=cache)
     if isinstance(hub_set, PinnedFiles):
         return [
@@ -196,8 +206,7 @@ def records(
             for pinned, path in zip(hub_set.files, paths, strict=True)
             for row in read_rows(path, columns=pinned.columns)
         ]
-    columns = hub_set.columns if isinstance(hub_set, PinnedFile) else ()
-    return [row for path in paths for row in read_rows(path, columns=columns)]
+    return [row for path in paths for row in read_rows(path, columns=hub_set.columns)]
 
 
 def _fetch_file(benchmark: str, pinned: PinnedFile, cache: Path) -> Path:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from evalsuite.items import CHOICE_LETTERS, SampleItem
+from evalsuite.mask import mask
 
 Record = dict[str, Any]
 
@@ -300,4 +301,5 @@ CONVERTERS: dict[str, Callable[[Record], SampleItem]] = {
     "strongreject": strongreject,
     "mgsm": mgsm,
     "drop": drop,
+    "mask": mask,
 }

@@ -5,6 +5,7 @@ Nothing here touches the network or the database."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from inspect_ai import Task
 from inspect_ai.dataset import MemoryDataset, Sample
@@ -21,11 +22,18 @@ from inspect_ai.scorer import (
     scorer,
     stderr,
 )
-from inspect_ai.solver import TaskState, generate, system_message
+from inspect_ai.solver import Solver, TaskState, generate, system_message
 
 from evalsuite import scoring
+from evalsuite.mask_task import mask_elicitation, mask_scorer
 from evalsuite.registry import Benchmark, SampleItem, benchmark_items
 from evalsuite.rubric_judges import RUBRIC_SCORERS
+
+# Registry `rubric` names to their judge scorers (each takes the judge model), and the
+# solvers of those that ask the model more than once an item (MASK: under pressure, then for
+# its belief); the others generate once.
+JUDGE_SCORERS: dict[str, Callable[[Model], Scorer]] = {**RUBRIC_SCORERS, "mask": mask_scorer}
+RUBRIC_SOLVERS: dict[str, Callable[[], Solver]] = {"mask": mask_elicitation}
 
 INSTRUCTIONS = {
     "exact": "Solve the problem. End your reply with a line of the form 'ANSWER: <final answer>'.",
@@ -46,7 +54,7 @@ def benchmark_task(entry: Benchmark, *, judge: Model | None = None) -> Task:
     items = benchmark_items(entry.name)
     location = entry.hub.label if entry.hub else entry.sample_file
     dataset = MemoryDataset([_sample(item) for item in items], name=entry.name, location=location)
-    solver = [generate()]
+    solver = [RUBRIC_SOLVERS[entry.rubric]() if entry.rubric in RUBRIC_SOLVERS else generate()]
     if entry.scorer in INSTRUCTIONS:
         solver.insert(0, system_message(INSTRUCTIONS[entry.scorer]))
     return Task(
@@ -77,7 +85,7 @@ def _scorer(entry: Benchmark, judge: Model | None) -> Scorer:
         if judge is None:
             raise ValueError(f"{entry.name} is graded by a judge model; none was given")
         if entry.rubric:
-            return RUBRIC_SCORERS[entry.rubric](judge)
+            return JUDGE_SCORERS[entry.rubric](judge)
         return model_graded_qa(
             instructions=f"{entry.judge_instructions} {GRADE_FORMAT}", model=judge
         )

@@ -34,7 +34,14 @@ def test_rows_of_every_split_file_are_read_in_order_from_the_pinned_snapshot(tmp
         "data/train-00000-of-00001.parquet": lambda p: pq.write_table(pa.table({"q": ["x"]}), p),
         "extra.jsonl": lambda p: p.write_text(json.dumps({"q": "c"}) + "\n\n"),
     })  # fmt: skip
-    assert [row["q"] for row in hub.records("demo", SET, cache=cache)] == ["a", "b", "c"]
+    rows = hub.records("demo", SET, cache=cache)
+    assert [row["q"] for row in rows] == ["a", "b", "c"]
+    # each row names its file in the repository (MASK's archetype is its config folder)
+    assert [row["source_file"] for row in rows] == [
+        "data/test-00000-of-00002.parquet",
+        "data/test-00001-of-00002.parquet",
+        "extra.jsonl",
+    ]
 
 
 def test_another_revision_of_the_same_set_is_missing_not_substituted(tmp_path):

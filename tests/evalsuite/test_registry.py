@@ -18,7 +18,7 @@ from evalsuite.registry import (
     missing_data,
     unmeasured_notes,
 )
-from evalsuite.rubric_judges import RUBRIC_SCORERS
+from evalsuite.tasks import JUDGE_SCORERS
 
 SAFETY = {"strongreject", "bbq", "mask", "fortress"}
 
@@ -57,7 +57,7 @@ def test_every_benchmark_has_items_and_judge_graded_ones_say_what_is_correct():
         assert len(items) >= 5, entry.name
         assert len({item.id for item in items}) == len(items), entry.name
         if entry.scorer == "judge":  # a verdict's criterion, or the field's own rubric
-            assert entry.judge_instructions or entry.rubric in RUBRIC_SCORERS, entry.name
+            assert entry.judge_instructions or entry.rubric in JUDGE_SCORERS, entry.name
     assert not missing_data()
 
 

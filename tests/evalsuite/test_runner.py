@@ -101,10 +101,11 @@ def test_every_hub_backed_benchmark_runs_end_to_end_on_its_fixture(always, tmp_p
     hub_backed = [entry for entry in benchmarks() if entry.hub is not None]
     model = always("eval-always-b-3", "ANSWER: B")
     # a judge that finds nothing harmful, in each format: the C/I verdict, StrongREJECT's
-    # rubric (refused) and FORTRESS's yes/no answers (every fixture rubric has two questions)
+    # rubric (refused), FORTRESS's yes/no answers (every fixture rubric has two questions) and
+    # MASK's resolution (neither statement: no lie)
     judge = always(
         "eval-judge-3",
-        "Nothing actionable.\nGRADE: C\n#scores\n1.b 1\n2.b 1\n3.b 1\nGRADE: NN",
+        "Nothing actionable.\nGRADE: C\n#scores\n1.b 1\n2.b 1\n3.b 1\nGRADE: NN\nAnswer: C",
     )
     outcomes = run_benchmarks(
         endpoint=model,

@@ -35,6 +35,13 @@ class Script:
     # After this many characters of text, send a chunk that is not JSON.
     garbage_after_chars: int | None = None
     finish_reason: str | None = "stop"  # None: the last chunk carries no finish reason
+    # Answer with the text of the first key found in the request's messages instead of
+    # `text` (a judge that rules differently on different prompts).
+    when_asked: dict[str, str] = field(default_factory=dict)
+
+    def reply_to(self, messages: list[dict]) -> str:
+        asked = "\n".join(str(message.get("content", "")) for message in messages)
+        return next((reply for key, reply in self.when_asked.items() if key in asked), self.text)
 
 
 @dataclass
@@ -99,7 +106,7 @@ class ScriptedLLM:
         async def chunks():
             if script.hang_s:
                 await asyncio.sleep(script.hang_s)
-            text = script.text
+            text = script.reply_to(body.get("messages", []))
             for start in range(0, len(text), script.chunk_chars):
                 if script.cut_after_chars is not None and start >= script.cut_after_chars:
                     raise ConnectionCut
