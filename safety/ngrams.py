@@ -44,8 +44,9 @@ _NON_ASCII_SEPARATORS = re.compile(r"[^\w\x00-\x7f]+")
 # every process and every run hash alike.
 _BYTE_VALUES = np.random.default_rng(0x5EED).integers(1, 1 << 63, 256, dtype=np.uint64) | 1
 _BYTE_VALUES[[b for b in range(0x80) if not chr(b).isdigit() and not chr(b).islower()]] = 0
-# Texts are tokenised together up to this many bytes of UTF-8, bounding the arrays (about 40
-# bytes of numpy per byte of text) however many records a batch holds.
+_IN_TOKEN = _BYTE_VALUES != 0
+# Records are searched together up to about this many characters, and their bytes hashed in
+# slices of at most this many: numpy's arrays cost a few tens of bytes per byte of text.
 BATCH_BYTES = 1 << 20
 _PRIME = np.uint64(0x100000001B3)  # odd multiplier; arithmetic wraps modulo 2**64
 _LENGTH_SALT = np.uint64(0x9E3779B97F4A7C15)
@@ -102,21 +103,31 @@ def token_hashes(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     hashes[bounds[i]:bounds[i + 1]]. Texts are joined by spaces, so no token spans two.
 
     A token's hash is sum(value[byte] * _PRIME**offset) over its bytes, offsets counted from
-    its first byte: one prefix sum over the whole batch gives every token's sum at once,
-    shifted by _PRIME**start, which multiplying by the inverse power undoes."""
+    its first byte: one prefix sum over a slice of the bytes gives every token's sum at once,
+    shifted by _PRIME**start, which multiplying by the inverse power undoes. Slices hold at
+    most BATCH_BYTES (or one longer token), so the 8-byte-per-byte arrays stay bounded however
+    far normalisation expands a hostile text."""
     parts = [token_text(text).encode("utf-8", "replace") for text in texts]
     sizes = np.fromiter(map(len, parts), dtype=np.int64, count=len(parts)) + 1
     text_starts = np.cumsum(sizes) - sizes + 1  # byte offset of each text in `data`
     data = np.frombuffer(b" " + b" ".join(parts) + b" ", dtype=np.uint8)
-    values = np.take(_BYTE_VALUES, data)  # (L,) 0 outside tokens; take: twice indexing's speed
-    inside = values != 0
+    inside = np.take(_IN_TOKEN, data)  # (L,) take: twice the speed of indexing
     edges = np.flatnonzero(inside[1:] != inside[:-1]) + 1  # starts and ends, alternating
     starts, ends = edges[0::2], edges[1::2]  # (T,) a space on either side: never at 0 or L
-    powers, inverses = _powers(len(data))
-    with np.errstate(over="ignore"):
-        at_edges = np.cumsum(values * powers)[edges - 1]  # (2T,) sums before each edge
-        sums = (at_edges[1::2] - at_edges[0::2]) * inverses[starts]
-        hashes = _mix(sums ^ ((ends - starts).astype(np.uint64) * _LENGTH_SALT))
+    hashes = np.empty(len(starts), dtype=np.uint64)
+    first = 0
+    while first < len(starts):
+        last = max(first + 1, int(np.searchsorted(ends, starts[first] + BATCH_BYTES, "right")))
+        origin = starts[first] - 1  # a separator: the prefix sum starts at 0 there
+        piece = data[origin : ends[last - 1]]
+        powers, inverses = _powers(len(piece))
+        begin, end = starts[first:last] - origin, ends[first:last] - origin
+        with np.errstate(over="ignore"):
+            prefix = np.cumsum(np.take(_BYTE_VALUES, piece) * powers)
+            sums = (prefix[end - 1] - prefix[begin - 1]) * inverses[begin]
+            lengths = (end - begin).astype(np.uint64)
+            hashes[first:last] = _mix(sums ^ (lengths * _LENGTH_SALT))
+        first = last
     bounds = np.searchsorted(starts, text_starts)
     return hashes, np.append(bounds, len(hashes))
 

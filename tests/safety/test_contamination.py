@@ -173,7 +173,8 @@ NON_ASCII_ITEM = EvalItem(
 )
 
 
-def test_scan_tokens_are_the_normalised_tokens_of_every_kind_of_text():
+def test_scan_tokens_are_the_normalised_tokens_of_every_kind_of_text(monkeypatch):
+    from safety import ngrams
     from safety.ngrams import token_hashes
 
     texts = [
@@ -192,6 +193,10 @@ def test_scan_tokens_are_the_normalised_tokens_of_every_kind_of_text():
         alone = [token_hashes([word])[0][0] for word in words]
         assert hashes[bounds[number] : bounds[number + 1]].tolist() == alone
     assert len(set(token_hashes(["ab ba a b abab"])[0].tolist())) == 5
+    # Hashed in slices of 100 bytes (one token, 70,000 bytes long, is a slice of its own).
+    monkeypatch.setattr(ngrams, "BATCH_BYTES", 100)
+    sliced, sliced_bounds = token_hashes(texts)
+    assert sliced.tolist() == hashes.tolist() and sliced_bounds.tolist() == bounds.tolist()
 
 
 def test_json_escapes_and_non_ascii_text_do_not_hide_an_item(tmp_path):
