@@ -256,7 +256,7 @@ class _GramSet:
     rules them out before the binary search."""
 
     def __init__(self, grams: set[int]) -> None:
-        self.keys = np.array(sorted(grams), dtype=np.uint64)
+        self.keys = np.sort(np.fromiter(grams, dtype=np.uint64, count=len(grams)))
         bits = int(np.clip(np.ceil(np.log2(max(len(self.keys), 1) * 16)), 16, 28))
         self.shift = np.uint64(64 - bits)
         self.filter = np.zeros(1 << bits, dtype=bool)
