@@ -282,8 +282,9 @@ def _line_records(path: AuditPath, found: Format, *, as_json: bool) -> Iterator[
     with _open_text(path, found) as source:
         for number, line in _numbered_lines(source):
             if as_json:
-                with contextlib.suppress(ValueError):
-                    line = "\n".join(strings(json.loads(line)))
+                # Not JSON, or nested past the parser's recursion limit: scanned as text.
+                with contextlib.suppress(ValueError, RecursionError):
+                    line = "\n".join(string_values(json.loads(line)))
             if line.strip():
                 yield Record(number, line[:MAX_RECORD_CHARS])
 
@@ -295,7 +296,7 @@ def _json_records(path: AuditPath, found: Format) -> Iterator[Record]:
         if len(text) > MAX_JSON_PARSE_BYTES:
             raise ValueError("too large to parse whole")
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past the parser's limit
         yield from _paragraph_records(path, found)
         return
     if isinstance(data, dict):
@@ -329,17 +330,35 @@ def _paragraph_records(path: AuditPath, found: Format) -> Iterator[Record]:
 
 def strings(value: Any) -> Iterator[str]:
     """Every string inside a JSON value, in order (keys too: a prompt can be a key)."""
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for key, inner in value.items():
-            yield str(key)
-            yield from strings(inner)
-    elif isinstance(value, list):
-        for inner in value:
-            yield from strings(inner)
-    elif value is not None and not isinstance(value, bool):
-        yield str(value)
+    return iter(string_values(value))
+
+
+def string_values(value: Any) -> list[str]:
+    """`strings(value)` as a list, walked with a stack of its own: a value nested deeper than
+    Python's recursion limit costs memory, not a RecursionError, and the common record (a few
+    dicts of strings) costs one loop step per value instead of a generator per level."""
+    found: list[str] = []
+    pending = [value]  # what is still to walk, the next value last
+    while pending:
+        value = pending.pop()
+        kind = type(value)
+        if kind is str:
+            found.append(value)
+        elif kind is dict:
+            for key, inner in reversed(value.items()):
+                pending.append(inner)
+                pending.append(str(key))
+        elif kind is list:
+            pending.extend(reversed(value))
+        elif isinstance(value, str):
+            found.append(value)
+        elif isinstance(value, dict):  # a subclass: walked as the plain value it holds
+            pending.append(dict(value))
+        elif isinstance(value, list):
+            pending.append(list(value))
+        elif value is not None and not isinstance(value, bool):
+            found.append(str(value))
+    return found
 
 
 def read_code(path: AuditPath) -> str:
@@ -350,12 +369,12 @@ def read_code(path: AuditPath) -> str:
     if path.suffix == ".json":
         try:
             return "\n".join(strings(json.loads(text)))
-        except ValueError:
+        except (ValueError, RecursionError):
             pass
     if path.suffix == ".ipynb":
         try:
             notebook = json.loads(text)
             return "\n".join(strings(notebook.get("cells", [])))
-        except (ValueError, AttributeError):
+        except (ValueError, AttributeError, RecursionError):
             pass
     return text

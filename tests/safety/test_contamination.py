@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from evalsuite.registry import evaluation_items
+from evalsuite.registry import EvalItem, evaluation_items
 from safety.contamination import contamination_index, scan_file
 from safety.models import Finding
 from safety.ngrams import tokens
@@ -162,3 +162,99 @@ def test_ascii_text_takes_a_shortcut_to_the_same_tokens():
 
     for text in ["Snake_case ABC-12 x", '{"q": "WHAT  is 2 + 2"}', "tab\tnew\nline__x9 Ⅻ café"]:
         assert tokens(text) == _TOKEN.findall(normalise(text))
+
+
+NON_ASCII_ITEM = EvalItem(
+    "unicode",
+    "u-1",
+    "Quelle rivière traverse la vieille cité de Québec près du château Frontenac?",
+    "Le fleuve Saint-Laurent coule devant la Straße ﬁnale, « très » calme.",
+    held_out=False,
+)
+
+
+def test_scan_tokens_are_the_normalised_tokens_of_every_kind_of_text(monkeypatch):
+    from safety import ngrams
+    from safety.ngrams import token_hashes
+
+    texts = [
+        "Snake_case ABC-12 x",
+        '{"q": "WHAT  is 2 + 2"}',
+        "tab\tnew\nline__x9 Ⅻ café",
+        "ﬁne Straße ÉCOLE “quoted” 東京タワー 123 e\u0301",
+        "a lone \ud800 surrogate and a \x00 nul",
+        "",
+        "  \n ",
+        "x" * 70_000,
+    ]
+    hashes, bounds = token_hashes(texts)
+    for number, text in enumerate(texts):
+        words = tokens(text)
+        alone = [token_hashes([word])[0][0] for word in words]
+        assert hashes[bounds[number] : bounds[number + 1]].tolist() == alone
+    assert len(set(token_hashes(["ab ba a b abab"])[0].tolist())) == 5
+    # Hashed in slices of 100 bytes (one token, 70,000 bytes long, is a slice of its own).
+    monkeypatch.setattr(ngrams, "BATCH_BYTES", 100)
+    sliced, sliced_bounds = token_hashes(texts)
+    assert sliced.tolist() == hashes.tolist() and sliced_bounds.tolist() == bounds.tolist()
+
+
+def test_json_escapes_and_non_ascii_text_do_not_hide_an_item(tmp_path):
+    index = contamination_index([*ITEMS, NON_ASCII_ITEM])
+    item = NON_ASCII_ITEM
+    path = tmp_path / "escaped.jsonl"
+    # json.dumps escapes every non-ASCII character (\u00e8) and the newline put in the answer.
+    rows = [
+        {"prompt": item.prompt.upper(), "answer": item.answer.replace(" ", "\n", 3)},
+        {"text": ITEMS[0].prompt.replace(" ", "\t") + "\n" + ITEMS[0].answer},
+        {"text": "Quelle rivière? " * 30},  # the words, not the item
+    ]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    assert "\\u00e8" in path.read_text() and "\\n" in path.read_text()
+
+    scan = scan_file(index, path)
+
+    assert [(m.item_id, m.line) for m in scan.matches] == [("u-1", 1), ("rq-1", 2)]
+    assert scan.matches[0].coverage == 1.0 and "RIVIÈRE" in scan.matches[0].text
+
+
+def test_items_at_the_edges_of_a_tokenising_batch_are_found(tmp_path, monkeypatch):
+    from safety import ngrams
+
+    monkeypatch.setattr(ngrams, "BATCH_BYTES", 2_000)  # many small batches over 40 records
+    filler = [{"text": f"filler record {i} " + "about nothing much " * 6} for i in range(40)]
+    rows = list(filler)
+    rows[0] = {"text": ITEMS[0].prompt + " " + ITEMS[0].answer}
+    for place in (13, 14, 39):  # a batch holds about 14 of these records
+        rows[place] = {"text": ITEMS[1].prompt + " " + ITEMS[1].answer}
+    scan = scan_file(contamination_index(ITEMS), jsonl(tmp_path / "edges.jsonl", rows))
+    assert [(m.item_id, m.line) for m in scan.matches] == [
+        ("rq-1", 1),
+        ("rq-2", 14),
+        ("rq-2", 15),
+        ("rq-2", 40),
+    ]
+
+
+def test_no_gram_joins_the_end_of_one_record_to_the_next(tmp_path):
+    # rq-1: a prompt of 15 tokens (8 grams) and an answer of 13 (6 grams). Split after the
+    # prompt's 14th token, the first record holds 7 of the 14 grams and the second the
+    # answer's 6; the prompt's last gram lies across the two and is in neither.
+    words = (ITEMS[0].prompt + " " + ITEMS[0].answer).split()
+    rows = [{"text": " ".join(words[:14])}, {"text": " ".join(words[14:])}]
+    scan = scan_file(contamination_index(ITEMS), jsonl(tmp_path / "split.jsonl", rows))
+    assert [(m.line, m.coverage) for m in scan.matches] == [(1, 7 / 14), (2, 6 / 14)]
+
+
+def test_json_nested_past_the_recursion_limit_is_read_as_text_not_a_crash(tmp_path):
+    path = tmp_path / "deep.jsonl"
+    path.write_text(
+        "[" * 5000
+        + "]" * 5000
+        + "\n"
+        + json.dumps({"a": [[[[ITEMS[0].prompt]]]], "b": "\ud800 " + ITEMS[0].answer})
+        + "\n"
+    )
+    scan = scan_file(contamination_index(ITEMS), path)
+    assert scan.skipped == "" and scan.records == 2
+    assert [(m.item_id, m.line) for m in scan.matches] == [("rq-1", 2)]
