@@ -35,6 +35,17 @@ class Script:
     # After this many characters of text, send a chunk that is not JSON.
     garbage_after_chars: int | None = None
     finish_reason: str | None = "stop"  # None: the last chunk carries no finish reason
+    # Answer these in turn, one a request, instead of `text` (a judge asked several times);
+    # with concurrent requests the order is the server's arrival order.
+    replies: tuple[str, ...] = ()
+    _answered: int = 0
+
+    def next_text(self) -> str:
+        if not self.replies:
+            return self.text
+        reply = self.replies[self._answered % len(self.replies)]
+        self._answered += 1
+        return reply
 
 
 @dataclass
@@ -95,11 +106,11 @@ class ScriptedLLM:
                 {"error": {"message": "scripted failure"}}, status_code=script.fail_status
             )
         model = body["model"]
+        text = script.next_text()
 
         async def chunks():
             if script.hang_s:
                 await asyncio.sleep(script.hang_s)
-            text = script.text
             for start in range(0, len(text), script.chunk_chars):
                 if script.cut_after_chars is not None and start >= script.cut_after_chars:
                     raise ConnectionCut
