@@ -217,6 +217,35 @@ def fortress(record: Record) -> SampleItem:
     )
 
 
+def wildbench(record: Record) -> SampleItem:
+    """A WildBench v2 task: a real user's conversation (one or more turns; the model answers
+    the last user turn) and the task's checklist for the judge. The model sees the
+    conversation as chat messages (`messages`); the item's text, what the contamination audit
+    indexes, is the conversation's user turns."""
+    messages = [
+        {"role": str(turn["role"]), "content": str(turn["content"])}
+        for turn in record["conversation_input"]
+    ]
+    if not messages or messages[-1]["role"] != "user":
+        raise ValueError(
+            f"WildBench row {record['session_id']}: the conversation does not end with a user "
+            "turn for the model to answer; is the pinned revision's v2 layout the one expected?"
+        )
+    user_turns = [m["content"] for m in messages if m["role"] == "user"]
+    checklist = [str(question) for question in record["checklist"]]
+    return SampleItem(
+        id=f"wildbench-{record['session_id']}",
+        input="\n\n".join(user_turns),
+        target="\n".join(checklist),
+        metadata={
+            "messages": messages,
+            "checklist": checklist,
+            "primary_tag": record["primary_tag"],
+            "secondary_tags": [str(tag) for tag in record["secondary_tags"]],
+        },
+    )
+
+
 def gpqa(record: Record) -> SampleItem:
     """GPQA lists the correct answer first; the four are shuffled with a seed from the record
     id (one order for every run), as truthfulqa's are."""
@@ -302,4 +331,5 @@ CONVERTERS: dict[str, Callable[[Record], SampleItem]] = {
     "mgsm": mgsm,
     "drop": drop,
     "mask": mask,
+    "wildbench": wildbench,
 }

@@ -70,12 +70,6 @@ class Benchmark:
         return f"{self.name}.jsonl"
 
 
-_JUDGE_HELPFUL = (
-    "Grade C if the response follows the request helpfully and accurately, as the reference "
-    "describes; grade I otherwise."
-)
-
-
 def _pinned(repo_id: str, revision: str, *files: str, split: str, config: str = "") -> HubSet:
     return HubSet(repo_id, revision, files, split, config)
 
@@ -204,6 +198,15 @@ DROP = _pinned(
     "data/validation-*.parquet",
     split="validation",
 )
+# HELM's pin of the set (its WildBench scenario); the v2 layout at that commit (one parquet file
+# under v2/) is checked by the first `evals fetch`, which fails naming the pattern otherwise.
+WILDBENCH = _pinned(
+    "allenai/WildBench",
+    "7c05c1b4550282b2ed6a2e6ac5db069f1e07df5c",
+    "v2/test-*.parquet",
+    split="test",
+    config="v2",
+)
 AIME = _pinned(
     "math-ai/aime26", "79037aebdb6580008fb960d17cb21fd3099083e3", "test.jsonl", split="test"
 )
@@ -226,8 +229,9 @@ _BENCHMARKS: tuple[Benchmark, ...] = (
               "multiple choice against common misconceptions (MC1)", hub=TRUTHFULQA),
     Benchmark("drop", "reading", "capability", "f1", False, DROP.repo_id,
               "reading comprehension with discrete reasoning over a passage (F1)", hub=DROP),
-    Benchmark("alpaca-eval", "chat", "capability", "judge", False, "tatsu-lab/alpaca_eval",
-              "open-ended assistant requests graded by a judge model", _JUDGE_HELPFUL),
+    Benchmark("wildbench", "chat", "capability", "judge", False, WILDBENCH.repo_id,
+              "real users' chat tasks (1,024, some multi-turn); a judge scores each answer 1-10 "
+              "against the task's checklist (WB-Score)", hub=WILDBENCH, rubric="wildbench"),
     # capability, held out (organizers only until the competition ends)
     Benchmark("math", "math", "capability", "exact", True, MATH.repo_id,
               "competition mathematics (MATH test, 5,000 problems), final answer", hub=MATH),

@@ -9,7 +9,13 @@ from collections.abc import Callable
 
 from inspect_ai import Task
 from inspect_ai.dataset import MemoryDataset, Sample
-from inspect_ai.model import Model
+from inspect_ai.model import (
+    ChatMessage,
+    ChatMessageAssistant,
+    ChatMessageSystem,
+    ChatMessageUser,
+    Model,
+)
 from inspect_ai.scorer import (
     CORRECT,
     INCORRECT,
@@ -72,12 +78,34 @@ def benchmark_task(entry: Benchmark, *, judge: Model | None = None) -> Task:
 
 
 def _sample(item: SampleItem) -> Sample:
+    # a conversation (WildBench) reaches the model as its chat messages; other items as text
+    messages = item.metadata.get("messages")
     return Sample(
         id=item.id,
-        input=item.prompt,
+        input=chat_messages(messages) if messages else item.prompt,
         target=item.metadata.get("answers") or item.target,
         metadata={"n_choices": len(item.choices), **item.metadata},
     )
+
+
+_CHAT_ROLES: dict[str, Callable[..., ChatMessage]] = {
+    "system": ChatMessageSystem,
+    "user": ChatMessageUser,
+    "assistant": ChatMessageAssistant,
+}
+
+
+def chat_messages(messages: list[dict[str, str]]) -> list[ChatMessage]:
+    """A conversation's turns ({role, content}) as inspect chat messages."""
+    converted = []
+    for turn in messages:
+        role = turn["role"]
+        if role not in _CHAT_ROLES:
+            raise ValueError(
+                f"a conversation turn has role {role!r}, not one of {list(_CHAT_ROLES)}"
+            )
+        converted.append(_CHAT_ROLES[role](content=turn["content"]))
+    return converted
 
 
 def _scorer(entry: Benchmark, judge: Model | None) -> Scorer:

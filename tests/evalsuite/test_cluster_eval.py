@@ -19,7 +19,7 @@ from tests.support.scripted_llm import Script
 
 pytestmark = pytest.mark.slow
 
-BENCHMARKS = ["gsm8k", "ifeval", "humaneval", "alpaca-eval"]
+BENCHMARKS = ["gsm8k", "ifeval", "humaneval", "wildbench"]
 
 
 def test_a_phase_evaluation_runs_on_slurm_and_its_results_are_stored(
@@ -27,7 +27,8 @@ def test_a_phase_evaluation_runs_on_slurm_and_its_results_are_stored(
 ):
     settings.AGENTS_ARENA_URL = arena.url
     settings.VAR_DIR = tmp_path
-    scripted_llm.scripts["slurm-judge"] = Script("Meets it.\nGRADE: C", chunk_chars=64, delay_s=0)
+    top_score = 'Meets it.\n```json\n{"strengths": "all", "weaknesses": "none", "score": "10"}\n```'
+    scripted_llm.scripts["slurm-judge"] = Script(top_score, chunk_chars=64, delay_s=0)
     Upstream.objects.create(
         name="judge", base_url=scripted_llm.base_url, upstream_model="slurm-judge",
         usd_per_million_prompt_tokens=Decimal("1"), usd_per_million_completion_tokens=Decimal("2"),
@@ -61,11 +62,11 @@ def test_a_phase_evaluation_runs_on_slurm_and_its_results_are_stored(
         log = json.loads(Path(result.log_path).read_text())
         assert len(log["samples"]) == result.n and log["eval"]["task"] == result.benchmark
     assert not results["gsm8k"].held_out and results["gsm8k"].domain == "math"
-    assert results["alpaca-eval"].score == 1.0  # every answer judged, through the proxy
+    assert results["wildbench"].score == 1.0  # every answer judged 10/10, through the proxy
 
     judge = Agent.objects.get(name=judge_agent_name(phase))
     calls = ProxyCall.objects.filter(agent=judge)
-    assert calls.count() == results["alpaca-eval"].n and {c.status for c in calls} == {200}
+    assert calls.count() == results["wildbench"].n and {c.status for c in calls} == {200}
     judge.refresh_from_db()
     assert judge.credit_spent > 0
 

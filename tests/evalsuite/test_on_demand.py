@@ -44,7 +44,7 @@ def test_held_out_unknown_and_judged_benchmarks_are_refused_by_name(phase, tmp_p
     alice, account = provisioned("alice", tmp_path)
     checkpoint = checkpoint_of(alice, account)
     for name, code in (("mmlu-pro", "held_out_benchmark"), ("strongreject", "held_out_benchmark"),
-                       ("../../gsm8k", "unknown_benchmark"), ("alpaca-eval", "judged_benchmark")):  # fmt: skip
+                       ("../../gsm8k", "unknown_benchmark"), ("wildbench", "judged_benchmark")):  # fmt: skip
         reply = api(alice, "POST", "/api/v1/evals/runs",
                     {"checkpoint": checkpoint.pk, "benchmarks": ["gsm8k", name]})  # fmt: skip
         assert reply.status_code == 400, name

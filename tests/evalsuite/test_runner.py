@@ -43,20 +43,22 @@ def test_scores_stderr_and_per_item_logs_come_from_the_model_answers(always, tmp
 
 def test_a_judge_graded_benchmark_asks_the_judge_and_keeps_its_verdicts(always, tmp_path):
     model = always("eval-helpful", "Here is a helpful answer.")
-    judge = always("eval-judge", "The submission addresses the request.\nGRADE: C")
-    (alpaca,) = run_benchmarks(
-        endpoint=model, benchmark_names=["alpaca-eval"], log_dir=str(tmp_path), judge=judge
+    judge = always(
+        "eval-judge", 'Helpful.\n```json\n{"strengths": "a", "weaknesses": "b", "score": 10}\n```'
     )
-    assert alpaca.score == 1.0 and alpaca.n == 5
-    assert all("GRADE: C" in item.explanation for item in alpaca.items)
+    (wildbench,) = run_benchmarks(
+        endpoint=model, benchmark_names=["wildbench"], log_dir=str(tmp_path), judge=judge
+    )
+    assert wildbench.score == 1.0 and wildbench.n == 5
+    assert all('"score": 10' in item.explanation for item in wildbench.items)
 
 
 def test_without_a_judge_a_judge_graded_benchmark_is_reported_not_run(always, tmp_path):
     model = always("eval-helpful-2", "An answer.")
-    (alpaca,) = run_benchmarks(
-        endpoint=model, benchmark_names=["alpaca-eval"], log_dir=str(tmp_path)
+    (wildbench,) = run_benchmarks(
+        endpoint=model, benchmark_names=["wildbench"], log_dir=str(tmp_path)
     )
-    assert alpaca.score is None and alpaca.error == "no judge configured"
+    assert wildbench.score is None and wildbench.error == "no judge configured"
 
 
 def test_an_unreachable_model_leaves_the_benchmark_unscored_not_zero(tmp_path):
@@ -100,12 +102,14 @@ def test_every_hub_backed_benchmark_runs_end_to_end_on_its_fixture(always, tmp_p
     choice benchmarks, what the judge says on judged ones, and nothing elsewhere."""
     hub_backed = [entry for entry in benchmarks() if entry.hub is not None]
     model = always("eval-always-b-3", "ANSWER: B")
-    # a judge that finds nothing harmful, in each format: the C/I verdict, StrongREJECT's
-    # rubric (refused), FORTRESS's yes/no answers (every fixture rubric has two questions) and
-    # MASK's resolution (neither statement: no lie)
+    # a judge that finds nothing harmful and every answer perfect, in each format: the C/I
+    # verdict, StrongREJECT's rubric (refused), FORTRESS's yes/no answers (every fixture rubric
+    # has two questions), MASK's resolution (neither statement: no lie) and WildBench's JSON
+    # block (10 of 10)
     judge = always(
         "eval-judge-3",
-        "Nothing actionable.\nGRADE: C\n#scores\n1.b 1\n2.b 1\n3.b 1\nGRADE: NN\nAnswer: C",
+        "Nothing actionable.\nGRADE: C\n#scores\n1.b 1\n2.b 1\n3.b 1\nGRADE: NN\nAnswer: C\n"
+        '{"strengths": "all", "weaknesses": "none", "score": 10}',
     )
     outcomes = run_benchmarks(
         endpoint=model,

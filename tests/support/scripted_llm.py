@@ -38,10 +38,21 @@ class Script:
     # Answer with the text of the first key found in the request's messages instead of
     # `text` (a judge that rules differently on different prompts).
     when_asked: dict[str, str] = field(default_factory=dict)
+    # Otherwise answer these in turn, one a request, instead of `text` (a judge asked several
+    # times); with concurrent requests the order is the server's arrival order.
+    replies: tuple[str, ...] = ()
+    _answered: int = 0
 
     def reply_to(self, messages: list[dict]) -> str:
         asked = "\n".join(str(message.get("content", "")) for message in messages)
-        return next((reply for key, reply in self.when_asked.items() if key in asked), self.text)
+        asked_for = next((reply for key, reply in self.when_asked.items() if key in asked), None)
+        if asked_for is not None:
+            return asked_for
+        if not self.replies:
+            return self.text
+        reply = self.replies[self._answered % len(self.replies)]
+        self._answered += 1
+        return reply
 
 
 @dataclass
@@ -102,11 +113,11 @@ class ScriptedLLM:
                 {"error": {"message": "scripted failure"}}, status_code=script.fail_status
             )
         model = body["model"]
+        text = script.reply_to(body.get("messages", []))
 
         async def chunks():
             if script.hang_s:
                 await asyncio.sleep(script.hang_s)
-            text = script.reply_to(body.get("messages", []))
             for start in range(0, len(text), script.chunk_chars):
                 if script.cut_after_chars is not None and start >= script.cut_after_chars:
                     raise ConnectionCut
