@@ -23,7 +23,7 @@ from inspect_ai.scorer import (
 )
 from inspect_ai.solver import TaskState, generate, system_message
 
-from evalsuite import scoring
+from evalsuite import bbh, scoring
 from evalsuite.registry import Benchmark, SampleItem, benchmark_items
 from evalsuite.rubric_judges import RUBRIC_SCORERS
 
@@ -32,6 +32,8 @@ INSTRUCTIONS = {
     "choice": "Choose the correct option. Reply with a line of the form 'ANSWER: <letter>'.",
     "code": "Write the complete Python function. Reply with the code in a ```python block.",
     "includes": "Answer the question briefly.",
+    "bbh": "Answer as the examples do, reasoning step by step. End your reply with a line of "
+    "the form 'ANSWER: <answer>' (for lettered options, the letter).",
     "f1": "Answer the question about the passage. End your reply with a line of the form "
     "'ANSWER: <short answer>' (a number, a date, or words from the passage).",
 }
@@ -66,7 +68,7 @@ def benchmark_task(entry: Benchmark, *, judge: Model | None = None) -> Task:
 def _sample(item: SampleItem) -> Sample:
     return Sample(
         id=item.id,
-        input=item.prompt,
+        input=item.model_input,
         target=item.metadata.get("answers") or item.target,
         metadata={"n_choices": len(item.choices), **item.metadata},
     )
@@ -99,6 +101,9 @@ def rule_scorer(kind: str) -> Scorer:
             correct = scoring.includes_correct(text, expected)
         elif kind == "regex":
             correct = scoring.regex_correct(text, expected)
+        elif kind == "bbh":
+            meta = state.metadata
+            correct = bbh.answer_correct(text, expected, meta["answer_kind"], meta["n_choices"])
         elif kind == "code":
             correct = await asyncio.to_thread(scoring.code_correct, text, expected)
         else:
