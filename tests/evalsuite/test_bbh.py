@@ -186,6 +186,35 @@ def test_a_target_naming_no_option_is_an_error_that_names_the_row():
         bbh.items(files)
 
 
+def test_evals_fetch_asks_for_every_subset_config_and_the_few_shot_prompts(monkeypatch):
+    """The hub is out of reach here: the stand-in records the request and answers with the
+    fixture snapshot, as the hub client does once the files are downloaded."""
+    import io
+
+    import huggingface_hub
+    from django.core.management import call_command
+
+    from evalsuite.hub import FIXTURE_CACHE
+
+    requests = []
+
+    def snapshot_download(repo_id, *, revision, allow_patterns, **kwargs):
+        requests.append((repo_id, revision, allow_patterns))
+        return str(FIXTURE_CACHE / f"datasets--{repo_id.replace('/', '--')}/snapshots/{revision}")
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
+    out = io.StringIO()
+    call_command("evals", "fetch", "--benchmark", "bbh", stdout=out)
+    repo_id, revision, patterns = requests[0]  # then the offline read that counts the rows
+    assert (repo_id, revision) == ("Joschka/big_bench_hard", benchmark("bbh").hub.revision)
+    assert len(patterns) == 28 and "few_shot_prompts/few_shot_prompts-*.parquet" in patterns
+    assert "word_sorting/word_sorting-*.parquet" in patterns
+    # 30 rows of the 27 subsets and one few-shot row for each
+    assert out.getvalue().strip() == (
+        "bbh: Joschka/big_bench_hard@76eaa8c29ad4 the 27 subsets, 28 files, 57 rows"
+    )
+
+
 def test_each_config_is_read_from_the_pinned_snapshot_by_its_path(tmp_path):
     """A multi-config set: one pattern per config; every one must be in the snapshot."""
     revision = "ab" * 20
