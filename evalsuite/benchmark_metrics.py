@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from evalsuite import bbh
 from evalsuite.mask import mask_metrics
 from evalsuite.metrics import Score, mean_and_stderr
 from evalsuite.scoring import chosen_letter
@@ -185,8 +186,16 @@ def wildbench_metrics(items: Sequence[AnsweredItem]) -> dict[str, Score]:
     }
 
 
+def bbh_metrics(items: Sequence[AnsweredItem]) -> dict[str, Score]:
+    """Accuracy per answer kind (`accuracy_multiple_choice`, `accuracy_binary`,
+    `accuracy_exact`), each ± se, as inspect_evals' BBH groups its subsets."""
+    by_kind = bbh.accuracy_by_kind([(item.metadata, item.completion) for item in items])
+    return {f"accuracy_{kind}": _mean_score(values) for kind, values in sorted(by_kind.items())}
+
+
 # The benchmarks with aggregates of their own, by registry name.
 AGGREGATES: dict[str, Callable[[Sequence[AnsweredItem]], dict[str, Score]]] = {
+    "bbh": bbh_metrics,
     "bbq": bbq_metrics,
     "strongreject": strongreject_metrics,
     "fortress": fortress_metrics,

@@ -209,6 +209,19 @@ def records(
     return [row for path in paths for row in read_rows(path, columns=hub_set.columns)]
 
 
+def records_by_file(
+    benchmark: str, hub_set: HubSet, *, cache: Path | None = None
+) -> dict[str, list[dict[str, Any]]]:
+    """Every row of the split, by the file it comes from (its path in the repository), for a
+    set whose rows do not say which of its configs they belong to (BBH) (offline)."""
+    cache = cache or cache_dir()
+    folder = snapshot(benchmark, hub_set, cache=cache)
+    return {
+        path.relative_to(folder).as_posix(): read_rows(path)
+        for path in split_files(benchmark, hub_set, folder, cache)
+    }
+
+
 def _fetch_file(benchmark: str, pinned: PinnedFile, cache: Path) -> Path:
     import urllib.request
 

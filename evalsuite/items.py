@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-CHOICE_LETTERS = "ABCDEFGHIJ"
+# A to Z: BBH's reasoning_about_colored_objects offers 18 options (A to R)
+CHOICE_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
 @dataclass(frozen=True)
@@ -17,6 +18,9 @@ class SampleItem:
     target: str
     choices: tuple[str, ...] = ()
     metadata: dict[str, Any] = field(default_factory=dict)
+    # Text the model reads before the item (BBH: its subset's few-shot prompt), shared by many
+    # items: part of what the model sees, not of the item, so contamination scans skip it.
+    preamble: str = ""
 
     @property
     def prompt(self) -> str:
@@ -26,6 +30,11 @@ class SampleItem:
         lines = [self.input, ""]
         lines += [f"{CHOICE_LETTERS[i]}) {choice}" for i, choice in enumerate(self.choices)]
         return "\n".join(lines)
+
+    @property
+    def model_input(self) -> str:
+        """What the model is sent: the preamble, then the prompt."""
+        return self.preamble + self.prompt
 
     @property
     def answer(self) -> str:

@@ -13,6 +13,7 @@ import random
 from collections.abc import Callable
 from typing import Any
 
+from evalsuite import bbh as bbh_set
 from evalsuite.items import CHOICE_LETTERS, SampleItem
 from evalsuite.mask import mask
 
@@ -332,4 +333,10 @@ CONVERTERS: dict[str, Callable[[Record], SampleItem]] = {
     "drop": drop,
     "mask": mask,
     "wildbench": wildbench,
+}
+
+# Sets whose items need the whole set, file by file, rather than one row at a time (BBH: the
+# subset is the file's config, the few-shot prompts are another config's rows).
+SET_CONVERTERS: dict[str, Callable[[dict[str, list[Record]]], list[SampleItem]]] = {
+    "bbh": bbh_set.items,
 }

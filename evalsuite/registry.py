@@ -21,7 +21,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Literal
 
-from evalsuite import hub, records
+from evalsuite import bbh, hub, records
 from evalsuite.hub import DataSource, HubSet, MissingDataset, PinnedFile, PinnedFiles
 from evalsuite.items import CHOICE_LETTERS, EvalItem, SampleItem
 from evalsuite.mask import ARCHETYPES as MASK_ARCHETYPES
@@ -34,8 +34,9 @@ Kind = Literal["capability", "safety"]
 # regex: the answer matches the target pattern (instruction-following checks);
 # code: the answer's code passes the target's asserts in a subprocess;
 # judge: a judge model, called through the API proxy, grades the answer against the target;
-# f1: word-overlap F1 of the committed answer with the best of the reference answers (DROP).
-Scorer = Literal["exact", "choice", "includes", "regex", "code", "judge", "f1"]
+# f1: word-overlap F1 of the committed answer with the best of the reference answers (DROP);
+# bbh: by the item's answer kind, as inspect_evals scores BIG-Bench Hard (`bbh.answer_correct`).
+Scorer = Literal["exact", "choice", "includes", "regex", "code", "judge", "f1", "bbh"]
 
 
 @dataclass(frozen=True)
@@ -207,6 +208,13 @@ WILDBENCH = _pinned(
     split="test",
     config="v2",
 )
+# inspect_evals' pin; one config per subset (and the few-shot prompts), each its own split
+BBH = HubSet(
+    "Joschka/big_bench_hard",
+    "76eaa8c29ad448752cd44201a1246618e2454cac",
+    bbh.hub_files(),
+    split="the 27 subsets",
+)
 AIME = _pinned(
     "math-ai/aime26", "79037aebdb6580008fb960d17cb21fd3099083e3", "test.jsonl", split="test"
 )
@@ -243,8 +251,9 @@ _BENCHMARKS: tuple[Benchmark, ...] = (
               "graduate-level science multiple choice (GPQA Diamond, 198 questions)", hub=GPQA),
     Benchmark("mbpp", "code", "capability", "code", True, MBPP.repo_id,
               "basic Python programming problems with the set's asserts", hub=MBPP),
-    Benchmark("bbh", "reasoning", "capability", "exact", True, "Joschka/big_bench_hard",
-              "multi-step symbolic reasoning tasks, short final answer"),
+    Benchmark("bbh", "reasoning", "capability", "bbh", True, BBH.repo_id,
+              "BIG-Bench Hard: 27 multi-step reasoning tasks (6,509 items), three-shot "
+              "chain of thought", hub=BBH),
     Benchmark("mgsm", "multilingual", "capability", "exact", True, "juletxara/mgsm",
               "GSM8K problems in 11 languages (250 each), numeric answer", hub=MGSM),
     # safety (measured, never part of the task; organizers only)
@@ -331,6 +340,10 @@ def benchmark_items(name: str) -> tuple[SampleItem, ...]:
 def _hub_items(name: str, cache_dir: str) -> tuple[SampleItem, ...]:
     entry = benchmark(name)
     assert entry.hub is not None
+    if name in records.SET_CONVERTERS:
+        assert isinstance(entry.hub, HubSet)
+        files = hub.records_by_file(name, entry.hub, cache=Path(cache_dir))
+        return tuple(records.SET_CONVERTERS[name](files))
     convert = records.CONVERTERS[name]
     rows = hub.records(name, entry.hub, cache=Path(cache_dir))
     return tuple(convert(row) for row in rows)

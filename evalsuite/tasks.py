@@ -30,7 +30,7 @@ from inspect_ai.scorer import (
 )
 from inspect_ai.solver import Solver, TaskState, generate, system_message
 
-from evalsuite import scoring
+from evalsuite import bbh, scoring
 from evalsuite.mask_task import mask_elicitation, mask_scorer
 from evalsuite.registry import Benchmark, SampleItem, benchmark_items
 from evalsuite.rubric_judges import RUBRIC_SCORERS
@@ -46,6 +46,8 @@ INSTRUCTIONS = {
     "choice": "Choose the correct option. Reply with a line of the form 'ANSWER: <letter>'.",
     "code": "Write the complete Python function. Reply with the code in a ```python block.",
     "includes": "Answer the question briefly.",
+    "bbh": "Answer as the examples do, reasoning step by step. End your reply with a line of "
+    "the form 'ANSWER: <answer>' (for lettered options, the letter).",
     "f1": "Answer the question about the passage. End your reply with a line of the form "
     "'ANSWER: <short answer>' (a number, a date, or words from the passage).",
 }
@@ -82,7 +84,7 @@ def _sample(item: SampleItem) -> Sample:
     messages = item.metadata.get("messages")
     return Sample(
         id=item.id,
-        input=chat_messages(messages) if messages else item.prompt,
+        input=chat_messages(messages) if messages else item.model_input,
         target=item.metadata.get("answers") or item.target,
         metadata={"n_choices": len(item.choices), **item.metadata},
     )
@@ -135,6 +137,9 @@ def rule_scorer(kind: str) -> Scorer:
             correct = scoring.includes_correct(text, expected)
         elif kind == "regex":
             correct = scoring.regex_correct(text, expected)
+        elif kind == "bbh":
+            meta = state.metadata
+            correct = bbh.answer_correct(text, expected, meta["answer_kind"], meta["n_choices"])
         elif kind == "code":
             correct = await asyncio.to_thread(scoring.code_correct, text, expected)
         else:

@@ -120,8 +120,8 @@ def test_a_set_missing_from_the_cache_is_an_error_naming_it_and_the_fetch_comman
     assert {error.benchmark for error in missing_data()} == {
         e.name for e in benchmarks() if e.hub is not None
     }
-    assert benchmark_items("bbh")  # a project-sample benchmark needs no cache
-    assert benchmark("bbh").measured is False
+    assert benchmark_items("ifeval")  # a project-sample benchmark needs no cache
+    assert benchmark("ifeval").measured is False
 
 
 def test_a_math_target_is_the_last_boxed_answer_of_the_solution_braces_matched():
@@ -154,7 +154,7 @@ def test_reports_are_told_which_scores_measure_nothing_and_why(monkeypatch, tmp_
     on_fixtures, on_samples = unmeasured_notes()
     assert "project's fixtures" in on_fixtures and "evals fetch" in on_fixtures
     assert on_samples.endswith(", ".join(e.name for e in benchmarks() if not e.measured))
-    assert "bbh" in on_samples and "gsm8k" not in on_samples
+    assert "ifeval" in on_samples and "gsm8k" not in on_samples
 
     monkeypatch.setenv(CACHE_ENV, str(tmp_path))  # a fetched cache: only the samples remain
     assert unmeasured_notes() == [on_samples]

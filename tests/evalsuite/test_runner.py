@@ -77,15 +77,17 @@ def test_a_benchmark_whose_data_set_is_not_in_the_hub_cache_is_unscored_and_says
     model = always("eval-always-b-2", "ANSWER: B")
     empty = tmp_path / "empty-cache"
     empty.mkdir()
-    mmlu, bbh = run_benchmarks(
+    mmlu, ifeval = run_benchmarks(
         endpoint=model,
-        benchmark_names=["mmlu", "bbh"],
+        benchmark_names=["mmlu", "ifeval"],
         log_dir=str(tmp_path / "logs"),
         hub_cache=str(empty),
     )
     assert mmlu.score is None and mmlu.n == 0
     assert "cais/mmlu@c30699e8356d" in mmlu.error and "manage.py evals fetch" in mmlu.error
-    assert bbh.score == 0.0 and bbh.error == ""  # a project-sample benchmark still runs
+    # a project-sample benchmark still runs
+    assert ifeval.score is not None and ifeval.error == ""
+    assert ifeval.n == len(benchmark_items("ifeval"))
 
 
 @pytest.fixture(autouse=True)
@@ -122,6 +124,8 @@ def test_every_hub_backed_benchmark_runs_end_to_end_on_its_fixture(always, tmp_p
         expected = {
             "choice": sum(item.target == "B" for item in items) / len(items),
             "judge": 1.0,
+            # BBH: the multiple-choice items whose letter is B ("B" answers no other kind)
+            "bbh": sum(item.target == "B" and bool(item.choices) for item in items) / len(items),
         }.get(entry.scorer, 0.0)
         assert (outcome.n, outcome.error) == (len(items), ""), entry.name
         assert outcome.score == pytest.approx(expected), entry.name
