@@ -30,11 +30,11 @@ __all__ = ["CHOICE_LETTERS", "Benchmark", "EvalItem", "MissingDataset", "SampleI
 Kind = Literal["capability", "safety"]
 # exact: the last number (or the text after "ANSWER:") equals the target;
 # choice: the chosen letter is the target's; includes: the target occurs in the answer;
-# regex: the answer matches the target pattern (instruction-following checks);
+# instructions: every one of the item's IFEval instructions is followed (`ifeval/`);
 # code: the answer's code passes the target's asserts in a subprocess;
 # judge: a judge model, called through the API proxy, grades the answer against the target;
 # f1: word-overlap F1 of the committed answer with the best of the reference answers (DROP).
-Scorer = Literal["exact", "choice", "includes", "regex", "code", "judge", "f1"]
+Scorer = Literal["exact", "choice", "includes", "instructions", "code", "judge", "f1"]
 
 
 @dataclass(frozen=True)
@@ -199,6 +199,14 @@ DROP = _pinned(
     "data/validation-*.parquet",
     split="validation",
 )
+# The repository holds one JSON Lines file at this commit (no Parquet in the tree; the hub's
+# conversion lives on another ref), the file `datasets` reads for its train split.
+IFEVAL = _pinned(
+    "google/IFEval",
+    "966cd89545d6b6acfd7638bc708b98261ca58e84",
+    "ifeval_input_data.jsonl",
+    split="train",
+)
 AIME = _pinned(
     "math-ai/aime26", "79037aebdb6580008fb960d17cb21fd3099083e3", "test.jsonl", split="test"
 )
@@ -213,8 +221,9 @@ _BENCHMARKS: tuple[Benchmark, ...] = (
               "grade-school science multiple choice (challenge set)", hub=ARC),
     Benchmark("winogrande", "commonsense", "capability", "choice", False, WINOGRANDE.repo_id,
               "pronoun and referent resolution, two options", hub=WINOGRANDE),
-    Benchmark("ifeval", "instruction", "capability", "regex", False, "google/IFEval",
-              "verifiable formatting instructions, checked by pattern"),
+    Benchmark("ifeval", "instruction", "capability", "instructions", False, IFEVAL.repo_id,
+              "541 prompts with verifiable instructions (25 kinds), checked by IFEval's rules; "
+              "score is prompt-level strict accuracy", hub=IFEVAL),
     Benchmark("humaneval", "code", "capability", "code", False, HUMANEVAL.repo_id,
               "write a Python function that passes the set's tests", hub=HUMANEVAL),
     Benchmark("truthfulqa", "truthfulness", "capability", "choice", False, TRUTHFULQA.repo_id,

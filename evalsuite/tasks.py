@@ -24,6 +24,7 @@ from inspect_ai.scorer import (
 from inspect_ai.solver import TaskState, generate, system_message
 
 from evalsuite import scoring
+from evalsuite.ifeval import ifeval_scorer
 from evalsuite.registry import Benchmark, SampleItem, benchmark_items
 from evalsuite.rubric_judges import RUBRIC_SCORERS
 
@@ -81,6 +82,8 @@ def _scorer(entry: Benchmark, judge: Model | None) -> Scorer:
         return model_graded_qa(
             instructions=f"{entry.judge_instructions} {GRADE_FORMAT}", model=judge
         )
+    if entry.scorer == "instructions":
+        return ifeval_scorer()
     if entry.scorer == "f1":
         return f1(answer_fn=scoring.final_answer)
     return rule_scorer(entry.scorer)
@@ -97,8 +100,6 @@ def rule_scorer(kind: str) -> Scorer:
             correct = scoring.choice_correct(text, expected, state.metadata["n_choices"])
         elif kind == "includes":
             correct = scoring.includes_correct(text, expected)
-        elif kind == "regex":
-            correct = scoring.regex_correct(text, expected)
         elif kind == "code":
             correct = await asyncio.to_thread(scoring.code_correct, text, expected)
         else:
