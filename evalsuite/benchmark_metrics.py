@@ -27,6 +27,12 @@ standard errors are the usual sample stdev / √n (`metrics.mean_and_stderr`):
 - WildBench: `wb_score`, the WB-Score (Lin et al., 2024): the mean of `(score − 5) · 2` over
   items, × 10 as their tables print it (−80 to 100; 0 is a judge score of 5), from each item's
   `wb_score`; `judge_score`, the mean 1-10 score itself.
+
+IFEval (Zhou et al., 2023) reports four accuracies from the per-instruction verdicts its
+scorer stores (`ifeval.ifeval_scorer`): prompt level (an item counts when all its
+instructions are followed; n = items) and instruction level (each instruction counts; n =
+instructions), each strict and loose. The instruction-level standard error treats the
+instructions as independent, though those of one prompt share a response.
 """
 
 from __future__ import annotations
@@ -193,6 +199,16 @@ def bbh_metrics(items: Sequence[AnsweredItem]) -> dict[str, Score]:
     return {f"accuracy_{kind}": _mean_score(values) for kind, values in sorted(by_kind.items())}
 
 
+def ifeval_metrics(items: Sequence[AnsweredItem]) -> dict[str, Score]:
+    """Prompt- and instruction-level accuracy, strict and loose, each ± se."""
+    reported = {}
+    for reading in ("strict", "loose"):
+        verdicts = [list(item.score_metadata[reading]) for item in items]
+        reported[f"prompt_level_{reading}"] = _mean_score([float(all(v)) for v in verdicts])
+        reported[f"inst_level_{reading}"] = _mean_score([float(x) for v in verdicts for x in v])
+    return reported
+
+
 # The benchmarks with aggregates of their own, by registry name.
 AGGREGATES: dict[str, Callable[[Sequence[AnsweredItem]], dict[str, Score]]] = {
     "bbh": bbh_metrics,
@@ -201,6 +217,7 @@ AGGREGATES: dict[str, Callable[[Sequence[AnsweredItem]], dict[str, Score]]] = {
     "fortress": fortress_metrics,
     "mask": mask_metrics,
     "wildbench": wildbench_metrics,
+    "ifeval": ifeval_metrics,
 }
 
 

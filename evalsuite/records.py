@@ -314,6 +314,25 @@ def _drop_answer(answer: Record) -> str:
     return " ".join([date["day"], date["month"], date["year"]]).strip()
 
 
+def ifeval(record: Record) -> SampleItem:
+    """The prompt as it is (no instruction around it: the instructions are the prompt's); the
+    instruction ids and their arguments, for `ifeval.instruction_results`. The hub rows give
+    every instruction the union of all argument keys, null where unused: those are dropped,
+    as inspect_evals drops them. The target names the instructions (there is no reference
+    answer)."""
+    instruction_ids = [str(instruction) for instruction in record["instruction_id_list"]]
+    kwargs = [
+        {key: value for key, value in (arguments or {}).items() if value is not None}
+        for arguments in record["kwargs"]
+    ]
+    return SampleItem(
+        id=f"ifeval-{record['key']}",
+        input=record["prompt"],
+        target="\n".join(instruction_ids),
+        metadata={"instruction_id_list": instruction_ids, "kwargs": kwargs},
+    )
+
+
 CONVERTERS: dict[str, Callable[[Record], SampleItem]] = {
     "gsm8k": gsm8k,
     "mmlu": mmlu,
@@ -333,6 +352,7 @@ CONVERTERS: dict[str, Callable[[Record], SampleItem]] = {
     "drop": drop,
     "mask": mask,
     "wildbench": wildbench,
+    "ifeval": ifeval,
 }
 
 # Sets whose items need the whole set, file by file, rather than one row at a time (BBH: the

@@ -1,11 +1,11 @@
 """The benchmark registry: 16 capability and 4 safety benchmarks, and where their items come from.
 
-A benchmark is either **hub-backed**: its items are the rows of a pinned hub data set
-(`hub.HubSet`: repository, commit, the split's files), read offline from the hub cache after
-`python manage.py evals fetch`, each row turned into an item by the set's converter in
-`records.py`; or, until it is converted, it runs on a **project sample**
-(`evalsuite/samples/<name>.jsonl`, a handful of items this project wrote: they exercise the
-pipeline and measure nothing). `Benchmark.measured` says which, and reports name the latter.
+Every benchmark's items are the rows of pinned data: a hub data set (`hub.HubSet`: repository,
+commit, the split's files) or a file published elsewhere (`hub.PinnedFile`), read offline from
+the hub cache after `python manage.py evals fetch`, each row turned into an item by the set's
+converter in `records.py`. Tests and the demo read the same code path from the project's
+fixtures (`fixtures/hub_cache`, a few rows a set in each set's hub schema), which reports say
+measure nothing.
 
 Every score is oriented so that higher is better: for the safety benchmarks that means higher
 is *safer* (refusal rate, unbiased-answer rate, honesty rate).
@@ -13,11 +13,9 @@ is *safer* (refusal rate, unbiased-answer rate, honesty rate).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Literal
 
@@ -31,12 +29,12 @@ __all__ = ["CHOICE_LETTERS", "Benchmark", "EvalItem", "MissingDataset", "SampleI
 Kind = Literal["capability", "safety"]
 # exact: the last number (or the text after "ANSWER:") equals the target;
 # choice: the chosen letter is the target's; includes: the target occurs in the answer;
-# regex: the answer matches the target pattern (instruction-following checks);
+# instructions: every one of the item's IFEval instructions is followed (`ifeval/`);
 # code: the answer's code passes the target's asserts in a subprocess;
 # judge: a judge model, called through the API proxy, grades the answer against the target;
 # f1: word-overlap F1 of the committed answer with the best of the reference answers (DROP);
 # bbh: by the item's answer kind, as inspect_evals scores BIG-Bench Hard (`bbh.answer_correct`).
-Scorer = Literal["exact", "choice", "includes", "regex", "code", "judge", "f1", "bbh"]
+Scorer = Literal["exact", "choice", "includes", "instructions", "code", "judge", "f1", "bbh"]
 
 
 @dataclass(frozen=True)
@@ -48,27 +46,14 @@ class Benchmark:
     held_out: bool  # held-out scores are shown to nobody but organizers until the end
     hub_dataset: str  # the production data set's hub id
     description: str
-    judge_instructions: str = ""  # what a judge grades as correct (scorer "judge" only)
-    hub: DataSource | None = None  # pinned data (a hub set or a file); None: project sample
-    # judge-graded benchmarks with the field's own rubric (`tasks.JUDGE_SCORERS`)
-    # instead of a C/I verdict on `judge_instructions`
+    hub: DataSource = field(kw_only=True)  # the pinned data (a hub set or published files)
+    # a judge-graded benchmark's scorer, the field's own rubric (`tasks.JUDGE_SCORERS`)
     rubric: str = ""
 
     @property
-    def measured(self) -> bool:
-        """Whether its score measures anything (real items), not the project's sample."""
-        return self.hub is not None
-
-    @property
     def source(self) -> str:
-        if self.hub is None:
-            return f"project sample samples/{self.sample_file}, not {self.hub_dataset}"
         config = getattr(self.hub, "config", "")
         return f"{self.hub.label} {config} {self.hub.split}".replace("  ", " ")
-
-    @property
-    def sample_file(self) -> str:
-        return f"{self.name}.jsonl"
 
 
 def _pinned(repo_id: str, revision: str, *files: str, split: str, config: str = "") -> HubSet:
@@ -215,6 +200,14 @@ BBH = HubSet(
     bbh.hub_files(),
     split="the 27 subsets",
 )
+# The repository holds one JSON Lines file at this commit (no Parquet in the tree; the hub's
+# conversion lives on another ref), the file `datasets` reads for its train split.
+IFEVAL = _pinned(
+    "google/IFEval",
+    "966cd89545d6b6acfd7638bc708b98261ca58e84",
+    "ifeval_input_data.jsonl",
+    split="train",
+)
 AIME = _pinned(
     "math-ai/aime26", "79037aebdb6580008fb960d17cb21fd3099083e3", "test.jsonl", split="test"
 )
@@ -229,8 +222,9 @@ _BENCHMARKS: tuple[Benchmark, ...] = (
               "grade-school science multiple choice (challenge set)", hub=ARC),
     Benchmark("winogrande", "commonsense", "capability", "choice", False, WINOGRANDE.repo_id,
               "pronoun and referent resolution, two options", hub=WINOGRANDE),
-    Benchmark("ifeval", "instruction", "capability", "regex", False, "google/IFEval",
-              "verifiable formatting instructions, checked by pattern"),
+    Benchmark("ifeval", "instruction", "capability", "instructions", False, IFEVAL.repo_id,
+              "541 prompts with verifiable instructions (25 kinds), checked by IFEval's rules; "
+              "score is prompt-level strict accuracy", hub=IFEVAL),
     Benchmark("humaneval", "code", "capability", "code", False, HUMANEVAL.repo_id,
               "write a Python function that passes the set's tests", hub=HUMANEVAL),
     Benchmark("truthfulqa", "truthfulness", "capability", "choice", False, TRUTHFULQA.repo_id,
@@ -289,8 +283,6 @@ def missing_data(names: Iterable[str] | None = None) -> list[MissingDataset]:
     """The named (default: all) hub-backed benchmarks whose pinned set is not in the cache."""
     missing = []
     for entry in _BENCHMARKS if names is None else [benchmark(n) for n in names]:
-        if entry.hub is None:
-            continue
         try:
             hub.require(entry.name, entry.hub)
         except MissingDataset as error:
@@ -299,47 +291,35 @@ def missing_data(names: Iterable[str] | None = None) -> list[MissingDataset]:
 
 
 def unmeasured_notes() -> list[str]:
-    """Which benchmarks' scores measure nothing, and why, for a report to print: those still
-    on a project sample, and all of them when the hub cache is the project's fixtures."""
+    """Which benchmarks' scores measure nothing, and why, for a report to print: all of them
+    when the hub cache is the project's fixtures."""
     notes = []
     if hub.cache_dir().resolve() == hub.FIXTURE_CACHE:
         notes.append(
-            "not measured (data are the project's fixtures in each set's hub schema, 5-6 items "
+            "not measured (data are the project's fixtures in each set's hub schema, a few items "
             f"a set; run `{hub.FETCH_COMMAND}` and set {hub.CACHE_ENV}): every benchmark"
-        )
-    samples = [entry.name for entry in _BENCHMARKS if not entry.measured]
-    if samples:
-        notes.append(
-            "not measured (not on the hub yet, a project sample stands in): " + ", ".join(samples)
         )
     return notes
 
 
 def data_fetch(*, names: Iterable[str] | None = None) -> Iterator[str]:
-    """Download the named (default: all) hub-backed benchmarks' pinned sets into the hub
-    cache (network); one line per set. Project-sample benchmarks are named as such."""
+    """Download the named (default: all) benchmarks' pinned sets into the hub cache
+    (network); one line per set."""
     for entry in _BENCHMARKS if names is None else [benchmark(n) for n in names]:
-        if entry.hub is None:
-            yield f"{entry.name}: not on the hub yet, runs on its {entry.source}"
-            continue
         files = hub.fetch(entry.name, entry.hub)
         rows = len(hub.records(entry.name, entry.hub))
         yield f"{entry.name}: {entry.hub.label} {entry.hub.split}, {len(files)} files, {rows} rows"
 
 
 def benchmark_items(name: str) -> tuple[SampleItem, ...]:
-    """Every item of one benchmark: the pinned hub split (offline, from the hub cache), or
-    the project sample for a benchmark not on the hub yet. Raises `MissingDataset`."""
-    entry = benchmark(name)
-    if entry.hub is None:
-        return sample_items(name)
+    """Every item of one benchmark: its pinned split, read offline from the hub cache.
+    Raises `MissingDataset`."""
     return _hub_items(name, str(hub.cache_dir()))
 
 
 @cache
 def _hub_items(name: str, cache_dir: str) -> tuple[SampleItem, ...]:
     entry = benchmark(name)
-    assert entry.hub is not None
     if name in records.SET_CONVERTERS:
         assert isinstance(entry.hub, HubSet)
         files = hub.records_by_file(name, entry.hub, cache=Path(cache_dir))
@@ -347,27 +327,6 @@ def _hub_items(name: str, cache_dir: str) -> tuple[SampleItem, ...]:
     convert = records.CONVERTERS[name]
     rows = hub.records(name, entry.hub, cache=Path(cache_dir))
     return tuple(convert(row) for row in rows)
-
-
-@cache
-def sample_items(name: str) -> tuple[SampleItem, ...]:
-    """The repository's sample of a benchmark not on the hub yet (package data)."""
-    text = resources.files("evalsuite.samples").joinpath(benchmark(name).sample_file).read_text()
-    items = []
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        row = json.loads(line)
-        items.append(
-            SampleItem(
-                id=row["id"],
-                input=row["input"],
-                target=row["target"],
-                choices=tuple(row.get("choices", ())),
-                metadata=row.get("metadata", {}),
-            )
-        )
-    return tuple(items)
 
 
 def evaluation_items() -> Iterator[EvalItem]:

@@ -64,10 +64,6 @@ def includes_correct(text: str, target: str) -> bool:
     return re.search(rf"\b{re.escape(_normal(target))}\b", _normal(text)) is not None
 
 
-def regex_correct(text: str, pattern: str) -> bool:
-    return re.search(pattern, text.strip()) is not None
-
-
 def extract_code(text: str) -> str:
     blocks = _CODE_BLOCK.findall(text)
     return max(blocks, key=len) if blocks else text

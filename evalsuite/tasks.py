@@ -1,5 +1,5 @@
-"""Each benchmark as an `inspect_ai` Task over its items (the pinned hub split, read offline from
-the hub cache, or the project sample): the dataset, the prompt the model sees, and the scorer.
+"""Each benchmark as an `inspect_ai` Task over its items (the pinned split, read offline from
+the hub cache): the dataset, the prompt the model sees, and the scorer.
 Nothing here touches the network or the database."""
 
 from __future__ import annotations
@@ -24,13 +24,13 @@ from inspect_ai.scorer import (
     Target,
     accuracy,
     f1,
-    model_graded_qa,
     scorer,
     stderr,
 )
 from inspect_ai.solver import Solver, TaskState, generate, system_message
 
 from evalsuite import bbh, scoring
+from evalsuite.ifeval import ifeval_scorer
 from evalsuite.mask_task import mask_elicitation, mask_scorer
 from evalsuite.registry import Benchmark, SampleItem, benchmark_items
 from evalsuite.rubric_judges import RUBRIC_SCORERS
@@ -51,17 +51,14 @@ INSTRUCTIONS = {
     "f1": "Answer the question about the passage. End your reply with a line of the form "
     "'ANSWER: <short answer>' (a number, a date, or words from the passage).",
 }
-GRADE_FORMAT = (
-    "First explain your reasoning in a sentence or two, then end with 'GRADE: C' (the "
-    "submission meets the criterion) or 'GRADE: I' (it does not), on a line of its own."
-)
 
 
 def benchmark_task(entry: Benchmark, *, judge: Model | None = None) -> Task:
     """The inspect Task for one benchmark; judge-graded ones need the judge model."""
     items = benchmark_items(entry.name)
-    location = entry.hub.label if entry.hub else entry.sample_file
-    dataset = MemoryDataset([_sample(item) for item in items], name=entry.name, location=location)
+    dataset = MemoryDataset(
+        [_sample(item) for item in items], name=entry.name, location=entry.hub.label
+    )
     solver = [RUBRIC_SOLVERS[entry.rubric]() if entry.rubric in RUBRIC_SOLVERS else generate()]
     if entry.scorer in INSTRUCTIONS:
         solver.insert(0, system_message(INSTRUCTIONS[entry.scorer]))
@@ -114,11 +111,9 @@ def _scorer(entry: Benchmark, judge: Model | None) -> Scorer:
     if entry.scorer == "judge":
         if judge is None:
             raise ValueError(f"{entry.name} is graded by a judge model; none was given")
-        if entry.rubric:
-            return JUDGE_SCORERS[entry.rubric](judge)
-        return model_graded_qa(
-            instructions=f"{entry.judge_instructions} {GRADE_FORMAT}", model=judge
-        )
+        return JUDGE_SCORERS[entry.rubric](judge)
+    if entry.scorer == "instructions":
+        return ifeval_scorer()
     if entry.scorer == "f1":
         return f1(answer_fn=scoring.final_answer)
     return rule_scorer(entry.scorer)
@@ -135,8 +130,6 @@ def rule_scorer(kind: str) -> Scorer:
             correct = scoring.choice_correct(text, expected, state.metadata["n_choices"])
         elif kind == "includes":
             correct = scoring.includes_correct(text, expected)
-        elif kind == "regex":
-            correct = scoring.regex_correct(text, expected)
         elif kind == "bbh":
             meta = state.metadata
             correct = bbh.answer_correct(text, expected, meta["answer_kind"], meta["n_choices"])

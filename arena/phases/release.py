@@ -222,7 +222,7 @@ def model_card(nomination: Nomination) -> ModelCard:
         eval_results=[
             _eval_result(b, s, judges.get(b), violation)
             for b, s in counted.items()
-            if benchmark(b).measured  # a project sample measures nothing: card table only
+            if b in _registered()  # a result stored under a retired name: card table only
         ]
         or None,
         claimed={k: fields[k] for k in AUDITED_FIELDS if k in fields},
@@ -258,6 +258,10 @@ def _scores(
             judges.update(model.judges)
             replaced = model.replaced if model.replaced is not None else replaced
     return dict(sorted(scores.items())), judges, replaced
+
+
+def _registered() -> set[str]:
+    return {entry.name for entry in benchmarks()}
 
 
 def _eval_result(name: str, score: metrics.Score, judge: str | None, replaced: bool) -> EvalResult:
@@ -308,8 +312,8 @@ def _card_text(
         for bench, score in measured.items():
             kept = counted.get(bench)
             judge = f" (judge: {judges[bench]})" if bench in judges else ""
-            if not benchmark(bench).measured:
-                judge += " (project sample: measures nothing)"
+            if bench not in _registered():
+                judge += " (no longer in the registry)"
             lines.append(
                 f"| {bench}{judge} | {score.value:.4f} | {_stderr(score)} | {score.n} | "
                 f"{f'{kept.value:.4f}' if kept else '-'} |"

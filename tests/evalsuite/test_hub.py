@@ -148,7 +148,7 @@ def test_evals_fetch_reports_each_set_it_fetched_and_each_still_on_a_sample(monk
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
     out = io.StringIO()
-    call_command("evals", "fetch", "--benchmark", "gsm8k", "--benchmark", "ifeval", stdout=out)
-    gsm8k, ifeval = out.getvalue().splitlines()
+    call_command("evals", "fetch", "--benchmark", "gsm8k", "--benchmark", "mmlu", stdout=out)
+    gsm8k, mmlu = out.getvalue().splitlines()
     assert gsm8k == "gsm8k: openai/gsm8k@cc7b047b6e5b test, 1 files, 6 rows"
-    assert ifeval.startswith("ifeval: not on the hub yet, runs on its project sample")
+    assert mmlu.startswith("mmlu: cais/mmlu@c30699e8356d test, 1 files, ")

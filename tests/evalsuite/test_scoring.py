@@ -5,7 +5,6 @@ from evalsuite.scoring import (
     code_correct,
     exact_correct,
     includes_correct,
-    regex_correct,
 )
 
 
@@ -26,11 +25,9 @@ def test_choice_reads_the_committed_letter():
     assert not choice_correct("Because of air", "B", 4)
 
 
-def test_includes_and_regex():
+def test_includes_finds_the_target_as_a_whole_word():
     assert includes_correct("The river finally reaches the lake.", "lake")
     assert not includes_correct("It reaches the lakeside town.", "lake")
-    assert regex_correct("grey wet quiet", r"^\s*[a-z]+ [a-z]+ [a-z]+\s*$")
-    assert not regex_correct("Grey, wet, quiet.", r"^\s*[a-z]+ [a-z]+ [a-z]+\s*$")
 
 
 def test_code_runs_the_answer_against_the_asserts():
