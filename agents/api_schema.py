@@ -45,7 +45,7 @@ OPENAPI: dict[str, Any] = {
                     "id": {"type": "integer"},
                     "checkpoint": {"type": "integer"},
                     "phase": {"type": "string"},
-                    "state": {"type": "string", "enum": ["queued", "done", "failed"]},
+                    "state": {"type": "string", "enum": ["queued", "done", "failed", "cancelled"]},
                     "benchmarks": {"type": "array", "items": {"type": "string"}},
                     "job": {"type": ["string", "null"]},
                     "error": {"type": "string"},
@@ -412,6 +412,26 @@ OPENAPI: dict[str, Any] = {
                     "200": _reply("the run", _EVAL_RUN),
                     **_ERRORS,
                     "404": _reply("not your run", _ERROR),
+                },
+            }
+        },
+        "/evals/runs/{run_id}/cancel": {
+            "post": {
+                "operationId": "eval_runs_cancel",
+                "summary": "cancel one of your on-demand runs while it is queued or running: its "
+                "job is cancelled, the run becomes `cancelled`, and your account is charged the "
+                "GPU-hours the job ran, as for any cancelled job",
+                "parameters": [
+                    {"name": "run_id", "in": "path", "required": True, "schema": {"type": "string"}}
+                ],
+                "responses": {
+                    "200": _reply("the cancelled run", _EVAL_RUN),
+                    **_ERRORS,
+                    "404": _reply("not your run", _ERROR),
+                    "409": _reply(
+                        "the run has already finished (done, failed or cancelled)", _ERROR
+                    ),
+                    "502": _reply("the scheduler did not cancel the job; try again", _ERROR),
                 },
             }
         },

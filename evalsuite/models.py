@@ -20,6 +20,7 @@ class EvalRun(models.Model):
         QUEUED = "queued"  # submitted; the job has not finished
         DONE = "done"  # collected, results stored
         FAILED = "failed"  # the job failed or returned nothing usable
+        CANCELLED = "cancelled"  # its agent cancelled it before it finished (on demand)
 
     phase = models.ForeignKey(
         "competition.Phase", on_delete=models.PROTECT, related_name="eval_runs"

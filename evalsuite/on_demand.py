@@ -18,6 +18,11 @@ with two differences:
   weights' sha256), serves the copy with the platform's guarded server (`transformers serve`
   behind a key on a port it binds itself) and runs the benchmarks against it.
 
+The agent may cancel a run of its own while it is queued or running (`agent_evaluation_cancel`):
+the cluster layer's `job_cancel` stops the job as the user who submitted it (the platform), the
+run becomes CANCELLED, and the scheduler's accounting charges the agent's account for the
+time the job ran, as for any cancelled job.
+
 Judge-graded proxy benchmarks are not run on demand: the judge is paid from the phase's
 organizer credit, whose token each organizer evaluation renews.
 """
@@ -30,6 +35,7 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 from agents.models import Agent, Checkpoint
 from arena.competition.selectors import phase_current
@@ -37,7 +43,10 @@ from arena.serving.vllm import VllmOptions
 from cluster.backends import cluster_backend
 from cluster.backends.base import AccountLimits, ClusterBackend, JobRequest
 from cluster.models import ClusterAccount
+from cluster.services import cluster_sync, job_cancel
+from cluster.slurm.cli import SlurmError
 from evalsuite import hub
+from evalsuite.agent_progress import agent_requested_run
 from evalsuite.checkpoint_job import CheckpointJob, evaluate_checkpoint
 from evalsuite.models import EvalRun
 from evalsuite.registry import benchmarks
@@ -142,6 +151,51 @@ def agent_evaluation_request(
     return _submit(run, agent, checkpoint, account, backend)
 
 
+def agent_evaluation_cancel(
+    *, agent: Agent, run_id: int, backend: ClusterBackend | None = None
+) -> EvalRun:
+    """Cancel one of the agent's own on-demand runs that is still queued or running: its job
+    is cancelled through the cluster layer and the run becomes CANCELLED. Another agent's run
+    is not found; a finished one is refused with its state."""
+    backend = backend or cluster_backend()
+    with transaction.atomic():
+        # Locked: `evaluations_collect` claims a queued run by a conditional update, so a
+        # run is either collected or cancelled, never both.
+        run = (
+            EvalRun.objects.select_for_update()
+            .filter(agent=agent, requested_by_agent=True, pk=run_id)
+            .first()
+        )
+        if run is None:
+            raise EvalRequestRefused(
+                f"you have no evaluation run {run_id}", code="not_found", status=404
+            )
+        if run.state != EvalRun.State.QUEUED:
+            raise EvalRequestRefused(
+                f"evaluation run {run_id} is already {run.state}: only a queued or running "
+                "run can be cancelled",
+                code="run_finished",
+                status=409,
+            )
+        if run.job is not None:
+            try:
+                job_cancel(job=run.job, backend=backend, unix_user=_platform_user())
+            except SlurmError as failed:
+                raise EvalRequestRefused(
+                    f"the scheduler did not cancel job {run.job.scheduler_id} of run {run_id} "
+                    f"({str(failed)[:300]}); try again",
+                    code="cancel_failed",
+                    status=502,
+                ) from None
+        run.state = EvalRun.State.CANCELLED
+        run.error = "cancelled by its agent"
+        run.finished_at = timezone.now()
+        run.save(update_fields=["state", "error", "finished_at"])
+    # The job's row learns its end (and its charge) from the scheduler's accounting.
+    cluster_sync(backend=backend, account_names=[agent.cluster_account])
+    return agent_requested_run(agent, run.pk) or run
+
+
 def max_queued() -> int:
     return settings.EVALS_AGENT_MAX_QUEUED
 
@@ -202,7 +256,7 @@ def _submit(
 def _platform_member(account: ClusterAccount, backend: ClusterBackend) -> ClusterAccount:
     """The agent's account as the platform's user submits to it: the scheduler charges the
     account, and the job runs as the platform (Python callables always do)."""
-    platform_user = pwd.getpwuid(os.getuid()).pw_name
+    platform_user = _platform_user()
     backend.account_apply(
         account=account.name,
         unix_user=platform_user,
@@ -217,3 +271,8 @@ def _platform_member(account: ClusterAccount, backend: ClusterBackend) -> Cluste
     member = ClusterAccount.objects.get(pk=account.pk)
     member.unix_user = platform_user  # this submission only; never saved
     return member
+
+
+def _platform_user() -> str:
+    """The Unix user the platform runs as: it submits (and so cancels) on-demand jobs."""
+    return pwd.getpwuid(os.getuid()).pw_name

@@ -6,6 +6,7 @@ the cluster itself: test_on_demand_slurm.py.)"""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from django.test import Client
@@ -13,9 +14,14 @@ from django.urls import include, path
 
 from agents.models import Nomination
 from agents.services import token_issue
+from cluster.backends import cluster_backend
+from cluster.backends.base import JobRequest
+from cluster.models import ClusterAccount, Job
+from cluster.services import job_submit_callable
 from evalsuite.models import EvalRun, ItemResult
-from evalsuite.on_demand import on_demand_benchmarks
+from evalsuite.on_demand import _platform_member, on_demand_benchmarks
 from evalsuite.selectors import phase_report
+from evalsuite.services import evaluations_collect
 from tests.evalsuite.on_demand_builders import checkpoint_of, provisioned
 from tests.factories import eval_run, running_phase
 
@@ -183,3 +189,69 @@ def test_the_phase_report_leaves_out_the_agents_own_runs_but_its_post_peak_check
     assert report["failed_runs"] == []
     (warning,) = report["post_peak_warnings"]
     assert (warning["nominated"], warning["best"]) == (str(nominated.pk), str(early.pk))
+
+
+def test_an_agent_cancels_its_queued_run_and_its_job_is_cancelled(phase, tmp_path, settings):
+    settings.VAR_DIR = tmp_path / "var"
+    settings.CLUSTER_BACKEND = "local"
+    settings.EVALS_AGENT_GPUS, settings.EVALS_AGENT_JOB_MINUTES = 1, 5
+    alice, account = provisioned("alice", tmp_path)
+    ClusterAccount.objects.filter(pk=account.pk).update(max_gpus=1)
+    backend = cluster_backend()
+    # The account's one GPU is taken, so the evaluation job waits in the queue.
+    holder = _gpu_held(alice, account, backend, tmp_path)
+    try:
+        started = api(alice, "POST", "/api/v1/evals/runs",
+                      {"checkpoint": checkpoint_of(alice, account).pk, "benchmarks": ["gsm8k"]})  # fmt: skip
+        assert started.status_code == 201 and started.json()["state"] == "queued", started.json()
+        run_id = started.json()["id"]
+
+        reply = api(alice, "POST", f"/api/v1/evals/runs/{run_id}/cancel")
+        assert reply.status_code == 200, reply.json()
+        assert (
+            reply.json()["state"] == "cancelled"
+            and reply.json()["error"] == "cancelled by its agent"
+        )
+        run = EvalRun.objects.select_related("job").get(pk=run_id)
+        assert run.state == EvalRun.State.CANCELLED and run.finished_at is not None
+        assert run.job.state == "CANCELLED"  # synced from the scheduler
+
+        again = api(alice, "POST", f"/api/v1/evals/runs/{run_id}/cancel")
+        assert again.status_code == 409 and again.json()["error"]["code"] == "run_finished"
+        assert "already cancelled" in again.json()["error"]["message"]
+        evaluations_collect(backend=backend)  # a cancelled run is never collected as failed
+        assert EvalRun.objects.get(pk=run_id).state == EvalRun.State.CANCELLED
+    finally:
+        backend.cancel(scheduler_id=holder.scheduler_id, unix_user="")
+
+
+def test_a_finished_run_and_another_agents_run_cannot_be_cancelled(phase, tmp_path):
+    alice, account = provisioned("alice", tmp_path)
+    bob, _ = provisioned("bob", tmp_path)
+    done = eval_run(phase, EvalRun.Role.AGENT, {"gsm8k": 0.5}, agent=alice,
+                    checkpoint=checkpoint_of(alice, account), n=4)  # fmt: skip
+    EvalRun.objects.filter(pk=done.pk).update(requested_by_agent=True)
+
+    refused = api(alice, "POST", f"/api/v1/evals/runs/{done.pk}/cancel")
+    assert refused.status_code == 409 and refused.json()["error"]["code"] == "run_finished"
+    assert refused.json()["error"]["message"] == (
+        f"evaluation run {done.pk} is already done: only a queued or running run can be cancelled"
+    )
+    EvalRun.objects.filter(pk=done.pk).update(state=EvalRun.State.QUEUED)
+    for route in (f"/api/v1/evals/runs/{done.pk}/cancel", "/api/v1/evals/runs/x/cancel"):
+        reply = api(bob, "POST", route)
+        assert reply.status_code == 404 and reply.json()["error"]["code"] == "not_found"
+    assert api(alice, "GET", f"/api/v1/evals/runs/{done.pk}/cancel").status_code == 405
+    assert EvalRun.objects.get(pk=done.pk).state == EvalRun.State.QUEUED  # bob changed nothing
+
+
+def _gpu_held(agent, account, backend, tmp_path) -> Job:
+    """A job of the agent's account holding one GPU for a minute (a callable: it runs as the
+    platform's user, as the evaluation job does)."""
+    workdir = tmp_path / "holder"
+    workdir.mkdir()
+    request = JobRequest(name="hold", script="", nodes=1, gpus_per_node=1,
+                         time_limit_minutes=2, preemptible=False, workdir=workdir)  # fmt: skip
+    member = _platform_member(account, backend)
+    return job_submit_callable(account=member, request=request, function=time.sleep,
+                               args=(60,), backend=backend)  # fmt: skip
