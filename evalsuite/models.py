@@ -59,6 +59,14 @@ class EvalRun(models.Model):
         default=False,
         help_text="queued by the agent itself (on demand, proxy benchmarks, its own account)",
     )
+    judge_token = models.ForeignKey(
+        "agents.AgentToken",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="an on-demand run's judge token (billing its agent), revoked when it ends",
+    )
     log_dir = models.CharField(max_length=1000)
     state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
     error = models.TextField(blank=True)

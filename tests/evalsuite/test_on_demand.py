@@ -6,23 +6,22 @@ the cluster itself: test_on_demand_slurm.py.)"""
 from __future__ import annotations
 
 import json
-import time
+from decimal import Decimal
 
 import pytest
 from django.test import Client
 from django.urls import include, path
 
-from agents.models import Nomination
+from agents.models import Agent, Nomination, Upstream
+from agents.selectors import agent_for_proxy_token
 from agents.services import token_issue
 from cluster.backends import cluster_backend
-from cluster.backends.base import JobRequest
-from cluster.models import ClusterAccount, Job
-from cluster.services import job_submit_callable
+from cluster.models import ClusterAccount
 from evalsuite.models import EvalRun, ItemResult
-from evalsuite.on_demand import _platform_member, on_demand_benchmarks
+from evalsuite.on_demand import on_demand_benchmarks
 from evalsuite.selectors import phase_report
 from evalsuite.services import evaluations_collect
-from tests.evalsuite.on_demand_builders import checkpoint_of, provisioned
+from tests.evalsuite.on_demand_builders import checkpoint_of, gpu_held, provisioned
 from tests.factories import eval_run, running_phase
 
 urlpatterns = [path("", include("evalsuite.urls"))]
@@ -46,11 +45,11 @@ def api(agent, method: str, route: str, body: dict | None = None):
     return client.get(route)
 
 
-def test_held_out_unknown_and_judged_benchmarks_are_refused_by_name(phase, tmp_path):
+def test_held_out_and_unknown_benchmarks_are_refused_by_name(phase, tmp_path):
     alice, account = provisioned("alice", tmp_path)
     checkpoint = checkpoint_of(alice, account)
     for name, code in (("mmlu-pro", "held_out_benchmark"), ("strongreject", "held_out_benchmark"),
-                       ("../../gsm8k", "unknown_benchmark"), ("alpaca-eval", "judged_benchmark")):  # fmt: skip
+                       ("../../gsm8k", "unknown_benchmark")):  # fmt: skip
         reply = api(alice, "POST", "/api/v1/evals/runs",
                     {"checkpoint": checkpoint.pk, "benchmarks": ["gsm8k", name]})  # fmt: skip
         assert reply.status_code == 400, name
@@ -58,6 +57,63 @@ def test_held_out_unknown_and_judged_benchmarks_are_refused_by_name(phase, tmp_p
         assert "you may run: gsm8k, mmlu" in reply.json()["error"]["message"]
     assert not EvalRun.objects.filter(agent=alice).exists()
     assert "mmlu-pro" not in on_demand_benchmarks() and "gsm8k" in on_demand_benchmarks()
+    assert "alpaca-eval" in on_demand_benchmarks()  # judged, billed to the agent
+
+
+def test_a_judged_benchmark_is_refused_without_a_judge_or_when_the_agents_credit_is_spent(
+    phase, tmp_path
+):
+    alice, account = provisioned("alice", tmp_path)
+    checkpoint = checkpoint_of(alice, account)
+    body = {"checkpoint": checkpoint.pk, "benchmarks": ["gsm8k", "alpaca-eval"]}
+    reply = api(alice, "POST", "/api/v1/evals/runs", body)
+    assert reply.status_code == 409 and reply.json()["error"]["code"] == "no_judge"
+    assert "alpaca-eval is graded by a judge model" in reply.json()["error"]["message"]
+
+    _judge_upstream()
+    Agent.objects.filter(pk=alice.pk).update(credit_spent=Decimal("299.80"))
+    reply = api(alice, "POST", "/api/v1/evals/runs", body)
+    assert reply.status_code == 402 and reply.json()["error"]["code"] == "credit_exhausted"
+    assert reply.json()["error"]["message"].startswith(
+        "your API credit is spent ($0.20 of $300.00 left): alpaca-eval is graded by a judge "
+        "model whose calls are billed to your credit, and a run needs at least $0.50 of it"
+    )
+    assert not EvalRun.objects.filter(agent=alice).exists()
+
+
+def test_a_judged_run_has_a_judge_token_of_the_agents_own_until_it_ends(phase, tmp_path, settings):
+    settings.VAR_DIR = tmp_path / "var"
+    settings.CLUSTER_BACKEND = "local"
+    settings.EVALS_AGENT_GPUS, settings.EVALS_AGENT_JOB_MINUTES = 1, 5
+    _judge_upstream()
+    alice, account = provisioned("alice", tmp_path)
+    own_proxy_token = token_issue(agent=alice, kind="proxy")
+    ClusterAccount.objects.filter(pk=account.pk).update(max_gpus=1)
+    backend = cluster_backend()
+    holder = gpu_held(account, backend, tmp_path)
+    try:
+        body = {"checkpoint": checkpoint_of(alice, account).pk, "benchmarks": ["alpaca-eval"]}
+        started = api(alice, "POST", "/api/v1/evals/runs", body)
+        assert started.status_code == 201 and started.json()["state"] == "queued"
+        run = EvalRun.objects.select_related("judge_token").get(pk=started.json()["id"])
+        assert run.judge_model == "scripted-judge (upstream judge)"
+        assert run.judge_token.agent == alice and run.judge_token.kind == "judge"
+        assert run.judge_token.revoked_at is None
+        assert agent_for_proxy_token(own_proxy_token) == alice  # the agent's own still works
+
+        api(alice, "POST", f"/api/v1/evals/runs/{run.pk}/cancel")
+        run.judge_token.refresh_from_db()
+        assert run.judge_token.revoked_at is not None
+        assert agent_for_proxy_token(own_proxy_token) == alice
+    finally:
+        backend.cancel(scheduler_id=holder.scheduler_id, unix_user="")
+
+
+def _judge_upstream() -> Upstream:
+    return Upstream.objects.create(
+        name="judge", base_url="http://127.0.0.1:9/v1", upstream_model="scripted-judge",
+        usd_per_million_prompt_tokens=Decimal("1"), usd_per_million_completion_tokens=Decimal("2"),
+    )  # fmt: skip
 
 
 def test_only_the_agents_own_checkpoints_can_be_evaluated(phase, tmp_path):
@@ -199,7 +255,7 @@ def test_an_agent_cancels_its_queued_run_and_its_job_is_cancelled(phase, tmp_pat
     ClusterAccount.objects.filter(pk=account.pk).update(max_gpus=1)
     backend = cluster_backend()
     # The account's one GPU is taken, so the evaluation job waits in the queue.
-    holder = _gpu_held(alice, account, backend, tmp_path)
+    holder = gpu_held(account, backend, tmp_path)
     try:
         started = api(alice, "POST", "/api/v1/evals/runs",
                       {"checkpoint": checkpoint_of(alice, account).pk, "benchmarks": ["gsm8k"]})  # fmt: skip
@@ -243,15 +299,3 @@ def test_a_finished_run_and_another_agents_run_cannot_be_cancelled(phase, tmp_pa
         assert reply.status_code == 404 and reply.json()["error"]["code"] == "not_found"
     assert api(alice, "GET", f"/api/v1/evals/runs/{done.pk}/cancel").status_code == 405
     assert EvalRun.objects.get(pk=done.pk).state == EvalRun.State.QUEUED  # bob changed nothing
-
-
-def _gpu_held(agent, account, backend, tmp_path) -> Job:
-    """A job of the agent's account holding one GPU for a minute (a callable: it runs as the
-    platform's user, as the evaluation job does)."""
-    workdir = tmp_path / "holder"
-    workdir.mkdir()
-    request = JobRequest(name="hold", script="", nodes=1, gpus_per_node=1,
-                         time_limit_minutes=2, preemptible=False, workdir=workdir)  # fmt: skip
-    member = _platform_member(account, backend)
-    return job_submit_callable(account=member, request=request, function=time.sleep,
-                               args=(60,), backend=backend)  # fmt: skip
