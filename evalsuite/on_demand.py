@@ -303,14 +303,18 @@ def _submit(
         judge=_judge_endpoint(run, agent),
     )
     run.log_dir = str(workdir / "logs")
-    submitted = evaluation_job_submit(
-        run=run,
-        account=charged,
-        request=request,
-        function=evaluate_checkpoint,
-        kwargs={"job": job},
-        backend=backend,
-    )
+    try:
+        submitted = evaluation_job_submit(
+            run=run,
+            account=charged,
+            request=request,
+            function=evaluate_checkpoint,
+            kwargs={"job": job},
+            backend=backend,
+        )
+    except BaseException:
+        judge_token_revoke(run.judge_token_id)  # never submitted: no job holds the token
+        raise
     if submitted.state != EvalRun.State.QUEUED:
         judge_token_revoke(submitted.judge_token_id)  # refused: nothing will call the judge
     return submitted

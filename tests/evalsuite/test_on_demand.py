@@ -299,3 +299,16 @@ def test_a_finished_run_and_another_agents_run_cannot_be_cancelled(phase, tmp_pa
         assert reply.status_code == 404 and reply.json()["error"]["code"] == "not_found"
     assert api(alice, "GET", f"/api/v1/evals/runs/{done.pk}/cancel").status_code == 405
     assert EvalRun.objects.get(pk=done.pk).state == EvalRun.State.QUEUED  # bob changed nothing
+
+
+def test_a_judged_run_the_scheduler_refuses_leaves_no_live_judge_token(phase, tmp_path, settings):
+    settings.VAR_DIR = tmp_path / "var"
+    settings.CLUSTER_BACKEND = "local"
+    settings.EVALS_AGENT_GPUS, settings.EVALS_AGENT_JOB_MINUTES = 1, 120
+    _judge_upstream()
+    alice, account = provisioned("alice", tmp_path, gpu_hours=1)  # 1 GPU for 2 h is too much
+    body = {"checkpoint": checkpoint_of(alice, account).pk, "benchmarks": ["alpaca-eval"]}
+    reply = api(alice, "POST", "/api/v1/evals/runs", body)
+    assert reply.status_code == 201 and reply.json()["state"] == "failed"
+    run = EvalRun.objects.select_related("judge_token").get(pk=reply.json()["id"])
+    assert run.judge_token.revoked_at is not None
