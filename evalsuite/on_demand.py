@@ -235,6 +235,13 @@ def agent_evaluation_cancel(
                 code="run_finished",
                 status=409,
             )
+        if run.job is not None and run.job.finished:
+            raise EvalRequestRefused(
+                f"evaluation run {run_id} has already ended (its job {run.job.scheduler_id} is "
+                f"{run.job.state}); its results are being collected",
+                code="run_finished",
+                status=409,
+            )
         if run.job is not None:
             try:
                 job_cancel(job=run.job, backend=backend, unix_user=_platform_user())

@@ -312,3 +312,17 @@ def test_a_judged_run_the_scheduler_refuses_leaves_no_live_judge_token(phase, tm
     assert reply.status_code == 201 and reply.json()["state"] == "failed"
     run = EvalRun.objects.select_related("judge_token").get(pk=reply.json()["id"])
     assert run.judge_token.revoked_at is not None
+
+
+def test_a_run_whose_job_has_ended_is_collected_not_cancelled(phase, tmp_path):
+    alice, account = provisioned("alice", tmp_path)
+    checkpoint = checkpoint_of(alice, account)
+    run = EvalRun.objects.create(
+        phase=phase, role=EvalRun.Role.AGENT, agent=alice, checkpoint=checkpoint,
+        requested_by_agent=True, model_label="x", base_url="", served_model_name="",
+        benchmarks=["gsm8k"], log_dir="", job=checkpoint.job,  # a COMPLETED job
+    )  # fmt: skip
+    reply = api(alice, "POST", f"/api/v1/evals/runs/{run.pk}/cancel")
+    assert reply.status_code == 409 and reply.json()["error"]["code"] == "run_finished"
+    assert "has already ended (its job alice-1 is COMPLETED)" in reply.json()["error"]["message"]
+    assert EvalRun.objects.get(pk=run.pk).state == EvalRun.State.QUEUED
