@@ -12,6 +12,12 @@ from cluster.backends.base import JobRequest
 from cluster.models import ClusterAccount, Job
 from cluster.services import job_submit_callable
 from evalsuite.on_demand import _platform_member
+from evalsuite.registry import benchmarks
+
+
+def judged_proxy_benchmark() -> str:
+    """A judge-graded benchmark agents may run (the registry's first), by name."""
+    return next(b.name for b in benchmarks() if b.scorer == "judge" and not b.held_out)
 
 
 def provisioned(name: str, tmp_path, *, gpu_hours: int = 10):

@@ -21,12 +21,19 @@ from evalsuite.models import EvalRun, ItemResult
 from evalsuite.on_demand import on_demand_benchmarks
 from evalsuite.selectors import phase_report
 from evalsuite.services import evaluations_collect
-from tests.evalsuite.on_demand_builders import checkpoint_of, gpu_held, provisioned
+from tests.evalsuite.on_demand_builders import (
+    checkpoint_of,
+    gpu_held,
+    judged_proxy_benchmark,
+    provisioned,
+)
 from tests.factories import eval_run, running_phase
 
 urlpatterns = [path("", include("evalsuite.urls"))]
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls(__name__)]
+
+JUDGED = judged_proxy_benchmark()
 
 
 @pytest.fixture
@@ -57,7 +64,7 @@ def test_held_out_and_unknown_benchmarks_are_refused_by_name(phase, tmp_path):
         assert "you may run: gsm8k, mmlu" in reply.json()["error"]["message"]
     assert not EvalRun.objects.filter(agent=alice).exists()
     assert "mmlu-pro" not in on_demand_benchmarks() and "gsm8k" in on_demand_benchmarks()
-    assert "alpaca-eval" in on_demand_benchmarks()  # judged, billed to the agent
+    assert JUDGED in on_demand_benchmarks()  # billed to the agent
 
 
 def test_a_judged_benchmark_is_refused_without_a_judge_or_when_the_agents_credit_is_spent(
@@ -65,17 +72,17 @@ def test_a_judged_benchmark_is_refused_without_a_judge_or_when_the_agents_credit
 ):
     alice, account = provisioned("alice", tmp_path)
     checkpoint = checkpoint_of(alice, account)
-    body = {"checkpoint": checkpoint.pk, "benchmarks": ["gsm8k", "alpaca-eval"]}
+    body = {"checkpoint": checkpoint.pk, "benchmarks": ["gsm8k", JUDGED]}
     reply = api(alice, "POST", "/api/v1/evals/runs", body)
     assert reply.status_code == 409 and reply.json()["error"]["code"] == "no_judge"
-    assert "alpaca-eval is graded by a judge model" in reply.json()["error"]["message"]
+    assert f"{JUDGED} is graded by a judge model" in reply.json()["error"]["message"]
 
     _judge_upstream()
     Agent.objects.filter(pk=alice.pk).update(credit_spent=Decimal("299.80"))
     reply = api(alice, "POST", "/api/v1/evals/runs", body)
     assert reply.status_code == 402 and reply.json()["error"]["code"] == "credit_exhausted"
     assert reply.json()["error"]["message"].startswith(
-        "your API credit is spent ($0.20 of $300.00 left): alpaca-eval is graded by a judge "
+        f"your API credit is spent ($0.20 of $300.00 left): {JUDGED} is graded by a judge "
         "model whose calls are billed to your credit, and a run needs at least $0.50 of it"
     )
     assert not EvalRun.objects.filter(agent=alice).exists()
@@ -92,7 +99,7 @@ def test_a_judged_run_has_a_judge_token_of_the_agents_own_until_it_ends(phase, t
     backend = cluster_backend()
     holder = gpu_held(account, backend, tmp_path)
     try:
-        body = {"checkpoint": checkpoint_of(alice, account).pk, "benchmarks": ["alpaca-eval"]}
+        body = {"checkpoint": checkpoint_of(alice, account).pk, "benchmarks": [JUDGED]}
         started = api(alice, "POST", "/api/v1/evals/runs", body)
         assert started.status_code == 201 and started.json()["state"] == "queued"
         run = EvalRun.objects.select_related("judge_token").get(pk=started.json()["id"])
@@ -307,7 +314,7 @@ def test_a_judged_run_the_scheduler_refuses_leaves_no_live_judge_token(phase, tm
     settings.EVALS_AGENT_GPUS, settings.EVALS_AGENT_JOB_MINUTES = 1, 120
     _judge_upstream()
     alice, account = provisioned("alice", tmp_path, gpu_hours=1)  # 1 GPU for 2 h is too much
-    body = {"checkpoint": checkpoint_of(alice, account).pk, "benchmarks": ["alpaca-eval"]}
+    body = {"checkpoint": checkpoint_of(alice, account).pk, "benchmarks": [JUDGED]}
     reply = api(alice, "POST", "/api/v1/evals/runs", body)
     assert reply.status_code == 201 and reply.json()["state"] == "failed"
     run = EvalRun.objects.select_related("judge_token").get(pk=reply.json()["id"])

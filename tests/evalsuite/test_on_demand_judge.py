@@ -21,11 +21,21 @@ from evalsuite.models import EvalRun
 from evalsuite.on_demand import agent_evaluation_cancel, agent_evaluation_request
 from evalsuite.runner import run_benchmarks
 from evalsuite.services import judge_agent_name
-from tests.evalsuite.on_demand_builders import checkpoint_of, gpu_held, provisioned
+from tests.evalsuite.on_demand_builders import (
+    checkpoint_of,
+    gpu_held,
+    judged_proxy_benchmark,
+    provisioned,
+)
 from tests.factories import running_phase
 from tests.support.scripted_llm import Script
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+# The top grade in each judged format of the suite: model-graded QA's C, a 1-10 JSON block.
+TOP_GRADE = (
+    'Meets it.\nGRADE: C\n```json\n{"strengths": "all", "weaknesses": "none", "score": 10}\n```'
+)
 
 
 def test_the_judge_of_an_on_demand_run_is_billed_to_the_agent(
@@ -35,13 +45,14 @@ def test_the_judge_of_an_on_demand_run_is_billed_to_the_agent(
     settings.VAR_DIR = tmp_path / "var"
     settings.CLUSTER_BACKEND = "local"
     settings.EVALS_AGENT_GPUS, settings.EVALS_AGENT_JOB_MINUTES = 1, 5
-    scripted_llm.scripts["od-judge"] = Script("Meets it.\nGRADE: C", chunk_chars=64, delay_s=0)
+    scripted_llm.scripts["od-judge"] = Script(TOP_GRADE, chunk_chars=64, delay_s=0)
     scripted_llm.scripts["od-model"] = Script("A helpful answer.", chunk_chars=64, delay_s=0)
     Upstream.objects.create(
         name="judge", base_url=scripted_llm.base_url, upstream_model="od-judge",
         usd_per_million_prompt_tokens=Decimal("1"), usd_per_million_completion_tokens=Decimal("2"),
     )  # fmt: skip
     phase = running_phase()
+    judged = judged_proxy_benchmark()
     alice, account = provisioned("alice", tmp_path)
     ClusterAccount.objects.filter(pk=account.pk).update(max_gpus=1)
     backend = cluster_backend()
@@ -49,7 +60,7 @@ def test_the_judge_of_an_on_demand_run_is_billed_to_the_agent(
     try:
         run = agent_evaluation_request(
             agent=alice, checkpoint_id=checkpoint_of(alice, account).pk,
-            benchmark_names=["alpaca-eval"], backend=backend,
+            benchmark_names=[judged], backend=backend,
         )  # fmt: skip
         assert run.state == EvalRun.State.QUEUED, run.error
 
@@ -66,14 +77,14 @@ def test_the_judge_of_an_on_demand_run_is_billed_to_the_agent(
 
         # The job's benchmark run, its judge reached through the proxy with that token.
         model = type(judge)(base_url=scripted_llm.base_url, model="od-model")
-        (alpaca,) = run_benchmarks(
-            endpoint=model, benchmark_names=["alpaca-eval"], log_dir=str(tmp_path / "logs"),
+        (graded,) = run_benchmarks(
+            endpoint=model, benchmark_names=[judged], log_dir=str(tmp_path / "logs"),
             judge=judge, max_tokens=32,
         )  # fmt: skip
-        assert alpaca.score == 1.0 and alpaca.n >= 5, alpaca.error
+        assert graded.score == 1.0 and graded.n >= 5, graded.error
 
         calls = ProxyCall.objects.filter(agent=alice)
-        assert calls.count() == alpaca.n
+        assert calls.count() == graded.n
         assert {(c.model, c.status) for c in calls} == {("judge", 200)}
         alice.refresh_from_db()
         assert alice.credit_spent == sum(c.cost_usd for c in calls) > 0
