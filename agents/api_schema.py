@@ -446,6 +446,10 @@ OPENAPI: dict[str, Any] = {
                     "200": _reply("the job", _JOB),
                     **_ERRORS,
                     "404": _reply("not your job", _ERROR),
+                    "409": _reply(
+                        "the job runs one of your evaluation runs: cancel that run instead",
+                        _ERROR,
+                    ),
                 },
             }
         },

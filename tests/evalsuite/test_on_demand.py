@@ -29,7 +29,7 @@ from tests.evalsuite.on_demand_builders import (
 )
 from tests.factories import eval_run, running_phase
 
-urlpatterns = [path("", include("evalsuite.urls"))]
+urlpatterns = [path("", include("evalsuite.urls")), path("", include("agents.urls"))]
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls(__name__)]
 
@@ -278,6 +278,12 @@ def test_an_agent_cancels_its_queued_run_and_its_job_is_cancelled(phase, tmp_pat
         run = EvalRun.objects.select_related("job").get(pk=run_id)
         assert run.state == EvalRun.State.CANCELLED and run.finished_at is not None
         assert run.job.state == "CANCELLED"  # synced from the scheduler
+
+        as_a_job = api(alice, "POST", f"/api/v1/jobs/{run.job.scheduler_id}/cancel")
+        assert as_a_job.status_code == 409 and as_a_job.json()["error"]["message"].startswith(
+            f"job {run.job.scheduler_id} runs your evaluation run {run_id}: cancel that with "
+            f"`arena-agent evals cancel {run_id}`"
+        )
 
         again = api(alice, "POST", f"/api/v1/evals/runs/{run_id}/cancel")
         assert again.status_code == 409 and again.json()["error"]["code"] == "run_finished"
