@@ -22,6 +22,7 @@ from ~/.arena/config. Every read command takes --json.
   arena-agent evals run CHECKPOINT_ID [--benchmark NAME ...] [--json]
   arena-agent evals runs [--json]
   arena-agent evals show RUN_ID [--items] [--json]
+  arena-agent evals cancel RUN_ID [--json]
   arena-agent evals pareto [--json]
 """
 
@@ -186,6 +187,9 @@ def evals_command(args: argparse.Namespace) -> None:
     elif args.action == "show":
         run = call("GET", f"/evals/runs/{urllib.parse.quote(args.id, safe='')}")
         print(json.dumps(run) if args.json else show_eval_run(run, items=args.items))
+    elif args.action == "cancel":
+        run = call("POST", f"/evals/runs/{urllib.parse.quote(args.id, safe='')}/cancel")
+        print(json.dumps(run) if args.json else show_eval_run(run))
     elif args.action == "pareto":
         progress = call("GET", "/evals")["progress"]
         print(json.dumps(progress) if args.json else show_progress(progress))
@@ -287,6 +291,11 @@ def main(argv: list[str] | None = None) -> int:
     evals_show.add_argument("id")
     evals_show.add_argument("--items", action="store_true", help="every item's score and answer")
     evals_show.add_argument("--json", action="store_true")
+    evals_cancel = evals_actions.add_parser(
+        "cancel", help="cancel a queued or running run (its GPU-hours so far are charged)"
+    )
+    evals_cancel.add_argument("id")
+    evals_cancel.add_argument("--json", action="store_true")
     evals_actions.add_parser("pareto", help="your Pareto set and post-peak warning").add_argument(
         "--json", action="store_true"
     )

@@ -105,6 +105,16 @@ def job_cancel_view(request: HttpRequest, agent: Agent, job_id: str) -> JsonResp
     job = agent_job(agent, job_id)
     if job is None:
         return error(404, f"you have no job {job_id}", "not_found")
+    # An on-demand evaluation's job is the platform's (it submitted it): the agent's user may
+    # not cancel it, the evaluation's own route does (evalsuite/on_demand.py).
+    run = job.eval_runs.filter(requested_by_agent=True).first()
+    if run is not None:
+        return error(
+            409,
+            f"job {job_id} runs your evaluation run {run.pk}: cancel that with "
+            f"`arena-agent evals cancel {run.pk}` (POST /api/v1/evals/runs/{run.pk}/cancel)",
+            "evaluation_job",
+        )
     job_cancel(job=job)
     cluster_sync(account_names=[agent.cluster_account])
     job.refresh_from_db()

@@ -45,7 +45,7 @@ OPENAPI: dict[str, Any] = {
                     "id": {"type": "integer"},
                     "checkpoint": {"type": "integer"},
                     "phase": {"type": "string"},
-                    "state": {"type": "string", "enum": ["queued", "done", "failed"]},
+                    "state": {"type": "string", "enum": ["queued", "done", "failed", "cancelled"]},
                     "benchmarks": {"type": "array", "items": {"type": "string"}},
                     "job": {"type": ["string", "null"]},
                     "error": {"type": "string"},
@@ -415,6 +415,26 @@ OPENAPI: dict[str, Any] = {
                 },
             }
         },
+        "/evals/runs/{run_id}/cancel": {
+            "post": {
+                "operationId": "eval_runs_cancel",
+                "summary": "cancel one of your on-demand runs while it is queued or running: its "
+                "job is cancelled, the run becomes `cancelled`, and your account is charged the "
+                "GPU-hours the job ran, as for any cancelled job",
+                "parameters": [
+                    {"name": "run_id", "in": "path", "required": True, "schema": {"type": "string"}}
+                ],
+                "responses": {
+                    "200": _reply("the cancelled run", _EVAL_RUN),
+                    **_ERRORS,
+                    "404": _reply("not your run", _ERROR),
+                    "409": _reply(
+                        "the run has already finished (done, failed or cancelled)", _ERROR
+                    ),
+                    "502": _reply("the scheduler did not cancel the job; try again", _ERROR),
+                },
+            }
+        },
         "/jobs/{job_id}/cancel": {
             "post": {
                 "operationId": "jobs_cancel",
@@ -426,6 +446,10 @@ OPENAPI: dict[str, Any] = {
                     "200": _reply("the job", _JOB),
                     **_ERRORS,
                     "404": _reply("not your job", _ERROR),
+                    "409": _reply(
+                        "the job runs one of your evaluation runs: cancel that run instead",
+                        _ERROR,
+                    ),
                 },
             }
         },

@@ -52,6 +52,10 @@ class AgentToken(models.Model):
     class Kind(models.TextChoices):
         API = "api"  # the agent API and CLI
         PROXY = "proxy"  # the LLM API proxy
+        # The LLM API proxy for the judge of one of the agent's own on-demand evaluations:
+        # billed to the agent like its own calls, held by the platform's job, never by the
+        # agent; one per run, revoked when the run ends (evalsuite/on_demand.py).
+        JUDGE = "judge"
 
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="tokens")
     kind = models.CharField(max_length=8, choices=Kind.choices)

@@ -39,7 +39,7 @@ from agents.credit import (
 )
 from agents.models import Agent, ProxyCall, Upstream
 from agents.pricing import PricedRequest, Unpriceable, price_request
-from agents.selectors import agent_for_token, upstreams_active
+from agents.selectors import agent_for_proxy_token, upstreams_active
 
 T = TypeVar("T")
 
@@ -64,9 +64,7 @@ async def _authenticate(request: HttpRequest) -> Agent | None:
     header = request.headers.get("Authorization", "")
     if not header.startswith("Bearer "):
         return None
-    return await sync_to_async(agent_for_token)(
-        header.removeprefix("Bearer ").strip(), kind="proxy"
-    )
+    return await sync_to_async(agent_for_proxy_token)(header.removeprefix("Bearer ").strip())
 
 
 @csrf_exempt

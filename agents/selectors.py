@@ -20,6 +20,14 @@ def agent_for_token(token: str, *, kind: str) -> Agent | None:
     return found.agent if found else None
 
 
+def agent_for_proxy_token(token: str) -> Agent | None:
+    """Whom a proxy call bills: the agent's own proxy token, or the judge token of one of its
+    on-demand evaluations (`agents.services.judge_token_issue`)."""
+    return agent_for_token(token, kind=AgentToken.Kind.PROXY) or agent_for_token(
+        token, kind=AgentToken.Kind.JUDGE
+    )
+
+
 def upstreams_active() -> list[Upstream]:
     return list(Upstream.objects.filter(active=True).order_by("name"))
 

@@ -61,6 +61,22 @@ def token_issue(*, agent: Agent, kind: str) -> str:
     return token
 
 
+def judge_token_issue(*, agent: Agent) -> tuple[AgentToken, str]:
+    """A proxy token that bills the agent, for the judge of one of its own evaluations. Unlike
+    `token_issue` it revokes nothing: the agent's own proxy token stays valid, and each of its
+    runs has a token of its own, revoked when that run ends (`judge_token_revoke`)."""
+    token = f"arena_{AgentToken.Kind.JUDGE}_{secrets.token_urlsafe(32)}"
+    row = AgentToken.objects.create(
+        agent=agent, kind=AgentToken.Kind.JUDGE, digest=token_digest(token)
+    )
+    return row, token
+
+
+def judge_token_revoke(token_id: int | None) -> None:
+    if token_id is not None:
+        AgentToken.objects.filter(pk=token_id, revoked_at=None).update(revoked_at=timezone.now())
+
+
 @dataclass(frozen=True)
 class Provisioned:
     agent: Agent

@@ -264,6 +264,9 @@ EVALS_AGENT_MAX_QUEUED = env_int("EVALS_AGENT_MAX_QUEUED", 2, minimum=1)
 EVALS_AGENT_GPUS = env_int("EVALS_AGENT_GPUS", 1, minimum=0)
 EVALS_AGENT_JOB_MINUTES = env_int("EVALS_AGENT_JOB_MINUTES", 120, minimum=1)
 EVALS_AGENT_MAX_TOKENS = env_int("EVALS_AGENT_MAX_TOKENS", 512, minimum=1)
+# A run with a judge-graded benchmark bills the judge's calls to the agent's API credit; it is
+# refused when less than this (in US cents) is left.
+EVALS_AGENT_JUDGE_MIN_CREDIT_CENTS = env_int("EVALS_AGENT_JUDGE_MIN_CREDIT_CENTS", 50, minimum=0)
 # The server an on-demand evaluation job starts for the checkpoint (evalsuite/model_server.py):
 # auto (vLLM on a node with a GPU and vLLM installed, else transformers serve), vllm, transformers;
 # and vLLM's engine settings (dtype, context length, 0 = the model's; share of GPU memory).

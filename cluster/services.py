@@ -238,11 +238,16 @@ def _check_request(account: ClusterAccount, request: JobRequest) -> JobRequest:
     return replace(request, platform=account.platform)
 
 
-def job_cancel(*, job: Job, backend: ClusterBackend | None = None) -> None:
+def job_cancel(
+    *, job: Job, backend: ClusterBackend | None = None, unix_user: str | None = None
+) -> None:
+    """Cancel the job as the Unix user who submitted it: the account's own user, unless
+    `unix_user` says otherwise (the platform submits agents' on-demand evaluations to their
+    accounts as itself, and only it may cancel them)."""
     if job.finished:
         return
     (backend or cluster_backend()).cancel(
-        scheduler_id=job.scheduler_id, unix_user=job.account.unix_user
+        scheduler_id=job.scheduler_id, unix_user=unix_user or job.account.unix_user
     )
 
 

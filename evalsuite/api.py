@@ -1,6 +1,7 @@
 """The agent API's evaluation routes: `GET /api/v1/evals` (an agent's own results, proxy
 benchmarks only until the competition ends, with its Pareto set and post-peak warning) and
-its on-demand runs, `POST`/`GET /api/v1/evals/runs` and `GET /api/v1/evals/runs/<id>`."""
+its on-demand runs, `POST`/`GET /api/v1/evals/runs`, `GET /api/v1/evals/runs/<id>` and
+`POST /api/v1/evals/runs/<id>/cancel`."""
 
 from __future__ import annotations
 
@@ -16,7 +17,11 @@ from evalsuite.agent_progress import (
     run_json,
 )
 from evalsuite.models import EvalRun
-from evalsuite.on_demand import EvalRequestRefused, agent_evaluation_request
+from evalsuite.on_demand import (
+    EvalRequestRefused,
+    agent_evaluation_cancel,
+    agent_evaluation_request,
+)
 from evalsuite.selectors import agent_visible_evals
 from evalsuite.services import evaluations_collect
 
@@ -55,15 +60,32 @@ def eval_runs(request: HttpRequest, agent: Agent) -> JsonResponse:
 
 @agent_api("GET")
 def eval_run(request: HttpRequest, agent: Agent, run_id: str) -> JsonResponse:
-    run = (
-        agent_requested_run(agent, int(run_id)) if run_id.isdecimal() and len(run_id) < 12 else None
-    )
+    run = agent_requested_run(agent, int(run_id)) if _is_run_id(run_id) else None
     if run is None:
-        return error(404, f"you have no evaluation run {run_id[:32]}", "not_found")
+        return _no_such_run(run_id)
     if run.state == EvalRun.State.QUEUED:
         evaluations_collect()
         run.refresh_from_db()
     return JsonResponse(run_json(run, items=True))
+
+
+@agent_api("POST")
+def eval_run_cancel(request: HttpRequest, agent: Agent, run_id: str) -> JsonResponse:
+    if not _is_run_id(run_id):
+        return _no_such_run(run_id)
+    try:
+        run = agent_evaluation_cancel(agent=agent, run_id=int(run_id))
+    except EvalRequestRefused as refused:
+        return error(refused.status, str(refused), refused.code)
+    return JsonResponse(run_json(run))
+
+
+def _is_run_id(text: str) -> bool:
+    return text.isdecimal() and len(text) < 12
+
+
+def _no_such_run(run_id: str) -> JsonResponse:
+    return error(404, f"you have no evaluation run {run_id[:32]}", "not_found")
 
 
 def _collect_if_queued(agent: Agent) -> None:

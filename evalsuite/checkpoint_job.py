@@ -12,6 +12,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from arena.serving.client import Endpoint
 from arena.serving.vllm import VllmOptions
 from evalsuite.runner import BenchmarkOutcome, run_benchmarks
 
@@ -33,6 +34,8 @@ class CheckpointJob:
     # Which server (evalsuite/model_server.py): "auto" is vLLM on a GPU node with vLLM.
     server: str = "auto"
     vllm: VllmOptions = field(default_factory=VllmOptions)
+    # The judge of judge-graded benchmarks: the API proxy with a token that bills the agent.
+    judge: Endpoint | None = None
 
 
 def evaluate_checkpoint(*, job: CheckpointJob) -> list[BenchmarkOutcome]:
@@ -63,6 +66,7 @@ def evaluate_checkpoint(*, job: CheckpointJob) -> list[BenchmarkOutcome]:
             log_dir=str(folder / "logs"),
             max_tokens=job.max_tokens,
             hub_cache=job.hub_cache,
+            judge=job.judge,
         )
     finally:
         server.stop()

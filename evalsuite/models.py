@@ -20,6 +20,7 @@ class EvalRun(models.Model):
         QUEUED = "queued"  # submitted; the job has not finished
         DONE = "done"  # collected, results stored
         FAILED = "failed"  # the job failed or returned nothing usable
+        CANCELLED = "cancelled"  # its agent cancelled it before it finished (on demand)
 
     phase = models.ForeignKey(
         "competition.Phase", on_delete=models.PROTECT, related_name="eval_runs"
@@ -57,6 +58,14 @@ class EvalRun(models.Model):
     requested_by_agent = models.BooleanField(
         default=False,
         help_text="queued by the agent itself (on demand, proxy benchmarks, its own account)",
+    )
+    judge_token = models.ForeignKey(
+        "agents.AgentToken",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="an on-demand run's judge token (billing its agent), revoked when it ends",
     )
     log_dir = models.CharField(max_length=1000)
     state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)

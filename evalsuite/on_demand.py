@@ -18,29 +18,50 @@ with two differences:
   weights' sha256), serves the copy with the platform's guarded server (`transformers serve`
   behind a key on a port it binds itself) and runs the benchmarks against it.
 
-Judge-graded proxy benchmarks are not run on demand: the judge is paid from the phase's
-organizer credit, whose token each organizer evaluation renews.
+The agent may cancel a run of its own while it is queued or running (`agent_evaluation_cancel`):
+the cluster layer's `job_cancel` stops the job as the user who submitted it (the platform), the
+run becomes CANCELLED, and the scheduler's accounting charges the agent's account for the
+time the job ran, as for any cancelled job.
+
+Judge-graded proxy benchmarks run on demand with the judge's calls billed to the agent's own
+API credit, never to the organizers': each such run gets a proxy token of the agent's
+(`agents.services.judge_token_issue`, kind "judge"), which the job uses to call the judge
+upstream through the metered proxy; the calls are the agent's `ProxyCall`s and come off its
+credit like its own. The token revokes none of the agent's and is revoked when the run ends
+(collected, cancelled, or refused at submission). It lives only in the job's pickled call, in
+the run's platform-owned 0700 folder, and the job runs as the platform's user, so the agent
+never reads it; and were it to, the token would only bill the agent itself for a model its own
+proxy token already reaches. No upstream key ever leaves the proxy. A run is refused when the
+agent has less than `EVALS_AGENT_JUDGE_MIN_CREDIT_CENTS` of credit left, or when the
+organizers have configured no judge upstream.
 """
 
 from __future__ import annotations
 
 import os
 import pwd
+from decimal import Decimal
 from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
-from agents.models import Agent, Checkpoint
+from agents.models import Agent, Checkpoint, Upstream
+from agents.services import judge_token_issue, judge_token_revoke
 from arena.competition.selectors import phase_current
+from arena.serving.client import Endpoint
 from arena.serving.vllm import VllmOptions
 from cluster.backends import cluster_backend
 from cluster.backends.base import AccountLimits, ClusterBackend, JobRequest
 from cluster.models import ClusterAccount
+from cluster.services import cluster_sync, job_cancel
+from cluster.slurm.cli import SlurmError
 from evalsuite import hub
+from evalsuite.agent_progress import agent_requested_run
 from evalsuite.checkpoint_job import CheckpointJob, evaluate_checkpoint
 from evalsuite.models import EvalRun
-from evalsuite.registry import benchmarks
+from evalsuite.registry import benchmark, benchmarks
 
 
 class EvalRequestRefused(Exception):
@@ -53,16 +74,17 @@ class EvalRequestRefused(Exception):
 
 
 def on_demand_benchmarks() -> list[str]:
-    """What an agent may run: the proxy benchmarks that need no judge, in registry order."""
-    return [b.name for b in benchmarks() if not b.held_out and b.scorer != "judge"]
+    """What an agent may run: the proxy benchmarks, in registry order."""
+    return [b.name for b in benchmarks() if not b.held_out]
 
 
 def requested_benchmarks(names: list[str]) -> list[str]:
-    """The agent's names checked against the registry (all on-demand ones when empty), in
-    the order given, each once."""
+    """The agent's names checked against the registry, in the order given, each once. None
+    named: every on-demand benchmark that needs no judge (a judge bills the agent's credit,
+    so it runs only when the agent names its benchmark)."""
     allowed = on_demand_benchmarks()
     if not names:
-        return allowed
+        return [name for name in allowed if benchmark(name).scorer != "judge"]
     known = {b.name: b for b in benchmarks()}
     chosen: list[str] = []
     for name in names:
@@ -77,12 +99,6 @@ def requested_benchmarks(names: list[str]) -> list[str]:
                 f"{name} is a held-out benchmark: agents never run it or see its scores; "
                 f"you may run: {', '.join(allowed)}",
                 code="held_out_benchmark",
-            )
-        if entry.scorer == "judge":
-            raise EvalRequestRefused(
-                f"{name} is graded by a judge model and is not run on demand; "
-                f"you may run: {', '.join(allowed)}",
-                code="judged_benchmark",
             )
         if name not in chosen:
             chosen.append(name)
@@ -113,6 +129,9 @@ def agent_evaluation_request(
         raise EvalRequestRefused(
             "you have no cluster account or sandbox", code="not_provisioned", status=409
         )
+    judged = [name for name in names if benchmark(name).scorer == "judge"]
+    if judged:
+        _judge_check(agent, judged)
     backend = backend or cluster_backend()
     with transaction.atomic():
         Agent.objects.select_for_update().get(pk=agent.pk)  # one request at a time counts
@@ -137,9 +156,110 @@ def agent_evaluation_request(
             base_url="",
             served_model_name="",
             benchmarks=names,
+            judge_model=_judge_model() if judged else "",
             log_dir="",
         )
     return _submit(run, agent, checkpoint, account, backend)
+
+
+def _judge_check(agent: Agent, judged: list[str]) -> None:
+    """A judged run needs the organizers' judge upstream and some of the agent's credit."""
+    from evalsuite.services import JUDGE_UPSTREAM
+
+    if not Upstream.objects.filter(name=JUDGE_UPSTREAM, active=True).exists():
+        raise EvalRequestRefused(
+            f"{', '.join(judged)} is graded by a judge model and the organizers have set up no "
+            f"judge; leave it out, or ask them for the proxy upstream {JUDGE_UPSTREAM!r}",
+            code="no_judge",
+            status=409,
+        )
+    agent.refresh_from_db()
+    left = agent.credit_limit - agent.credit_spent - agent.credit_reserved
+    needed = Decimal(settings.EVALS_AGENT_JUDGE_MIN_CREDIT_CENTS) / 100
+    if left < needed:
+        raise EvalRequestRefused(
+            f"your API credit is spent (${left:.2f} of ${agent.credit_limit:.2f} left): "
+            f"{', '.join(judged)} is graded by a judge model whose calls are billed to your "
+            f"credit, and a run needs at least ${needed:.2f} of it; leave the judged "
+            "benchmarks out, or wait for the next phase's credit",
+            code="credit_exhausted",
+            status=402,
+        )
+
+
+def _judge_model() -> str:
+    from evalsuite.services import JUDGE_UPSTREAM, judge_model_of
+
+    return judge_model_of(Endpoint(base_url="", model=JUDGE_UPSTREAM))
+
+
+def _judge_endpoint(run: EvalRun, agent: Agent) -> Endpoint | None:
+    """The judge for the run's judged benchmarks: the API proxy, with a token of the
+    agent's own that bills it (recorded on the run, to be revoked when it ends)."""
+    from evalsuite.services import JUDGE_UPSTREAM
+
+    if not run.judge_model:
+        return None
+    row, token = judge_token_issue(agent=agent)
+    run.judge_token = row
+    return Endpoint(
+        base_url=settings.AGENTS_ARENA_URL.rstrip("/") + "/proxy/v1",
+        model=JUDGE_UPSTREAM,
+        api_key=token,
+    )
+
+
+def agent_evaluation_cancel(
+    *, agent: Agent, run_id: int, backend: ClusterBackend | None = None
+) -> EvalRun:
+    """Cancel one of the agent's own on-demand runs that is still queued or running: its job
+    is cancelled through the cluster layer and the run becomes CANCELLED. Another agent's run
+    is not found; a finished one is refused with its state."""
+    backend = backend or cluster_backend()
+    with transaction.atomic():
+        # Locked: `evaluations_collect` claims a queued run by a conditional update, so a
+        # run is either collected or cancelled, never both.
+        run = (
+            EvalRun.objects.select_for_update()
+            .filter(agent=agent, requested_by_agent=True, pk=run_id)
+            .first()
+        )
+        if run is None:
+            raise EvalRequestRefused(
+                f"you have no evaluation run {run_id}", code="not_found", status=404
+            )
+        if run.state != EvalRun.State.QUEUED:
+            raise EvalRequestRefused(
+                f"evaluation run {run_id} is already {run.state}: only a queued or running "
+                "run can be cancelled",
+                code="run_finished",
+                status=409,
+            )
+        if run.job is not None and run.job.finished:
+            raise EvalRequestRefused(
+                f"evaluation run {run_id} has already ended (its job {run.job.scheduler_id} is "
+                f"{run.job.state}); its results are being collected",
+                code="run_finished",
+                status=409,
+            )
+        if run.job is not None:
+            try:
+                job_cancel(job=run.job, backend=backend, unix_user=_platform_user())
+            except SlurmError as failed:
+                raise EvalRequestRefused(
+                    f"the scheduler did not cancel job {run.job.scheduler_id} of run {run_id} "
+                    f"({str(failed)[:300]}); try again",
+                    code="cancel_failed",
+                    status=502,
+                ) from None
+        run.state = EvalRun.State.CANCELLED
+        run.error = "cancelled by its agent"
+        run.finished_at = timezone.now()
+        run.save(update_fields=["state", "error", "finished_at"])
+        judge_token_revoke(run.judge_token_id)
+    # The job's row learns its end (and its charge) from the scheduler's accounting.
+    cluster_sync(backend=backend, account_names=[agent.cluster_account])
+    return agent_requested_run(agent, run.pk) or run
 
 
 def max_queued() -> int:
@@ -187,22 +307,30 @@ def _submit(
             gpu_memory_utilization=settings.EVALS_VLLM_GPU_MEMORY_UTILIZATION,
             tensor_parallel_size=max(1, settings.EVALS_AGENT_GPUS),
         ),
+        judge=_judge_endpoint(run, agent),
     )
     run.log_dir = str(workdir / "logs")
-    return evaluation_job_submit(
-        run=run,
-        account=charged,
-        request=request,
-        function=evaluate_checkpoint,
-        kwargs={"job": job},
-        backend=backend,
-    )
+    try:
+        submitted = evaluation_job_submit(
+            run=run,
+            account=charged,
+            request=request,
+            function=evaluate_checkpoint,
+            kwargs={"job": job},
+            backend=backend,
+        )
+    except BaseException:
+        judge_token_revoke(run.judge_token_id)  # never submitted: no job holds the token
+        raise
+    if submitted.state != EvalRun.State.QUEUED:
+        judge_token_revoke(submitted.judge_token_id)  # refused: nothing will call the judge
+    return submitted
 
 
 def _platform_member(account: ClusterAccount, backend: ClusterBackend) -> ClusterAccount:
     """The agent's account as the platform's user submits to it: the scheduler charges the
     account, and the job runs as the platform (Python callables always do)."""
-    platform_user = pwd.getpwuid(os.getuid()).pw_name
+    platform_user = _platform_user()
     backend.account_apply(
         account=account.name,
         unix_user=platform_user,
@@ -217,3 +345,8 @@ def _platform_member(account: ClusterAccount, backend: ClusterBackend) -> Cluste
     member = ClusterAccount.objects.get(pk=account.pk)
     member.unix_user = platform_user  # this submission only; never saved
     return member
+
+
+def _platform_user() -> str:
+    """The Unix user the platform runs as: it submits (and so cancels) on-demand jobs."""
+    return pwd.getpwuid(os.getuid()).pw_name

@@ -20,7 +20,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents.models import Agent, Checkpoint, Nomination, Upstream
-from agents.services import agent_create, token_issue
+from agents.services import agent_create, judge_token_revoke, token_issue
 from arena.competition.models import Phase
 from arena.serving.client import Endpoint
 from arena.serving.models import Contestant
@@ -273,6 +273,7 @@ def _store(run: EvalRun, outcomes: list[BenchmarkOutcome] | None, error: str) ->
     )
     if not claimed:
         return False  # another worker collected it
+    judge_token_revoke(run.judge_token_id)  # an on-demand run's judge bills its agent no more
     for outcome in outcomes or []:
         entry = benchmark(outcome.benchmark)
         result = BenchmarkResult.objects.create(

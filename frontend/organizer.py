@@ -385,6 +385,7 @@ SECTION_PROVIDERS: list[str] = [
     "frontend.organizer_sections:audit_sections",
     "frontend.organizer_sections:leak_sections",
     "frontend.organizer_agent_evals:agent_progress_sections",
+    "frontend.organizer_agent_evals:on_demand_run_sections",
     "frontend.organizer_voters:voter_sections",
 ]
 

@@ -1,6 +1,8 @@
-"""The organizer dashboard's section on each agent's own evaluations (the hook in
+"""The organizer dashboard's sections on each agent's own evaluations (the hooks in
 `organizer.py`): its Pareto set over every evaluated checkpoint, the checkpoint it stands by,
-and its post-peak warning, held-out benchmarks included."""
+and its post-peak warning, held-out benchmarks included; and the agents' latest on-demand
+runs with their state (a run its agent cancelled shows as cancelled) and what their jobs
+were charged."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ from agents.models import Agent
 from evalsuite.agent_progress import agent_progress
 from evalsuite.models import EvalRun
 from frontend.organizer import OrganizerSection
+
+RUNS_SHOWN = 50
 
 
 def agent_progress_sections() -> list[OrganizerSection]:
@@ -63,3 +67,46 @@ def _row(name: str, progress: dict[str, Any]) -> list[str]:
 def _plus_minus(score: dict[str, Any]) -> str:
     stderr = "" if score["stderr"] is None else f" ± {score['stderr']:.2f}"
     return f"{score['score']:.2f}{stderr}"
+
+
+def on_demand_run_sections() -> list[OrganizerSection]:
+    runs = (
+        EvalRun.objects.filter(requested_by_agent=True)
+        .select_related("agent", "job")
+        .order_by("-created_at", "-pk")[:RUNS_SHOWN]
+    )
+    rows = [
+        [
+            str(run.pk),
+            run.agent.name if run.agent else "-",
+            str(run.checkpoint_id or "-"),
+            ", ".join(run.benchmarks),
+            run.state,
+            run.job.scheduler_id if run.job else "-",
+            "-"
+            if run.job is None
+            else f"{run.job.state}, {run.job.gpu_seconds_charged / 3600:.2f} GPU-h",
+            run.error[:120],
+        ]
+        for run in runs
+    ]
+    if not rows:
+        return []
+    return [
+        OrganizerSection(
+            title="Agents' on-demand evaluation runs",
+            columns=[
+                "run",
+                "agent",
+                "checkpoint",
+                "benchmarks",
+                "state",
+                "job",
+                "job state, charged",
+                "note",
+            ],  # fmt: skip
+            rows=rows,
+            note=f"The latest {RUNS_SHOWN}, newest first. 'cancelled' is a run its agent "
+            "cancelled; its job's GPU-hours up to then are charged to the agent's account.",
+        )
+    ]

@@ -200,7 +200,12 @@ class LocalBackend(ClusterBackend):
     def cancel(self, *, scheduler_id: str, unix_user: str) -> None:
         folder = self.root / "jobs" / scheduler_id
         (folder / "cancelled").touch()
-        if not (folder / "end").exists():
+        if not (folder / "start").exists() and not (folder / "pid").exists():
+            # Never started: it ends now, as Slurm gives a job cancelled while pending an end
+            # time; without one, accounting would never see it finished (cluster_sync waits
+            # for a finished job's end before booking it).
+            (folder / "end").write_text(timezone.now().isoformat())
+        elif not (folder / "end").exists():
             self._signal(folder, signal.SIGTERM)
 
     def cancel_everything(self, *, grace_s: float = 10.0) -> list[str]:

@@ -3,11 +3,21 @@ evaluation tests."""
 
 from __future__ import annotations
 
+import time
 from decimal import Decimal
 
 from agents.models import Checkpoint
 from agents.services import agent_create
+from cluster.backends.base import JobRequest
 from cluster.models import ClusterAccount, Job
+from cluster.services import job_submit_callable
+from evalsuite.on_demand import _platform_member
+from evalsuite.registry import benchmarks
+
+
+def judged_proxy_benchmark() -> str:
+    """A judge-graded benchmark agents may run (the registry's first), by name."""
+    return next(b.name for b in benchmarks() if b.scorer == "judge" and not b.held_out)
 
 
 def provisioned(name: str, tmp_path, *, gpu_hours: int = 10):
@@ -33,3 +43,15 @@ def checkpoint_of(agent, account, number: int = 1) -> Checkpoint:
         agent=agent, path=f"ckpt-{number}", job=job, architecture="LlamaForCausalLM",
         parameters=1, end_of_turn_token="<|im_end|>", weights_sha256=f"{number}" * 64,
     )  # fmt: skip
+
+
+def gpu_held(account, backend, tmp_path) -> Job:
+    """A job of the agent's account holding one GPU for a minute (a callable: it runs as the
+    platform's user, as the evaluation job does)."""
+    workdir = tmp_path / "holder"
+    workdir.mkdir()
+    request = JobRequest(name="hold", script="", nodes=1, gpus_per_node=1,
+                         time_limit_minutes=2, preemptible=False, workdir=workdir)  # fmt: skip
+    member = _platform_member(account, backend)
+    return job_submit_callable(account=member, request=request, function=time.sleep,
+                               args=(60,), backend=backend)  # fmt: skip

@@ -6,22 +6,34 @@ the cluster itself: test_on_demand_slurm.py.)"""
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 
 import pytest
 from django.test import Client
 from django.urls import include, path
 
-from agents.models import Nomination
+from agents.models import Agent, Nomination, Upstream
+from agents.selectors import agent_for_proxy_token
 from agents.services import token_issue
+from cluster.backends import cluster_backend
+from cluster.models import ClusterAccount
 from evalsuite.models import EvalRun, ItemResult
 from evalsuite.on_demand import on_demand_benchmarks
 from evalsuite.selectors import phase_report
-from tests.evalsuite.on_demand_builders import checkpoint_of, provisioned
+from evalsuite.services import evaluations_collect
+from tests.evalsuite.on_demand_builders import (
+    checkpoint_of,
+    gpu_held,
+    judged_proxy_benchmark,
+    provisioned,
+)
 from tests.factories import eval_run, running_phase
 
-urlpatterns = [path("", include("evalsuite.urls"))]
+urlpatterns = [path("", include("evalsuite.urls")), path("", include("agents.urls"))]
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls(__name__)]
+
+JUDGED = judged_proxy_benchmark()
 
 
 @pytest.fixture
@@ -40,11 +52,11 @@ def api(agent, method: str, route: str, body: dict | None = None):
     return client.get(route)
 
 
-def test_held_out_unknown_and_judged_benchmarks_are_refused_by_name(phase, tmp_path):
+def test_held_out_and_unknown_benchmarks_are_refused_by_name(phase, tmp_path):
     alice, account = provisioned("alice", tmp_path)
     checkpoint = checkpoint_of(alice, account)
     for name, code in (("mmlu-pro", "held_out_benchmark"), ("strongreject", "held_out_benchmark"),
-                       ("../../gsm8k", "unknown_benchmark"), ("wildbench", "judged_benchmark")):  # fmt: skip
+                       ("../../gsm8k", "unknown_benchmark")):  # fmt: skip
         reply = api(alice, "POST", "/api/v1/evals/runs",
                     {"checkpoint": checkpoint.pk, "benchmarks": ["gsm8k", name]})  # fmt: skip
         assert reply.status_code == 400, name
@@ -52,6 +64,63 @@ def test_held_out_unknown_and_judged_benchmarks_are_refused_by_name(phase, tmp_p
         assert "you may run: gsm8k, mmlu" in reply.json()["error"]["message"]
     assert not EvalRun.objects.filter(agent=alice).exists()
     assert "mmlu-pro" not in on_demand_benchmarks() and "gsm8k" in on_demand_benchmarks()
+    assert JUDGED in on_demand_benchmarks()  # billed to the agent
+
+
+def test_a_judged_benchmark_is_refused_without_a_judge_or_when_the_agents_credit_is_spent(
+    phase, tmp_path
+):
+    alice, account = provisioned("alice", tmp_path)
+    checkpoint = checkpoint_of(alice, account)
+    body = {"checkpoint": checkpoint.pk, "benchmarks": ["gsm8k", JUDGED]}
+    reply = api(alice, "POST", "/api/v1/evals/runs", body)
+    assert reply.status_code == 409 and reply.json()["error"]["code"] == "no_judge"
+    assert f"{JUDGED} is graded by a judge model" in reply.json()["error"]["message"]
+
+    _judge_upstream()
+    Agent.objects.filter(pk=alice.pk).update(credit_spent=Decimal("299.80"))
+    reply = api(alice, "POST", "/api/v1/evals/runs", body)
+    assert reply.status_code == 402 and reply.json()["error"]["code"] == "credit_exhausted"
+    assert reply.json()["error"]["message"].startswith(
+        f"your API credit is spent ($0.20 of $300.00 left): {JUDGED} is graded by a judge "
+        "model whose calls are billed to your credit, and a run needs at least $0.50 of it"
+    )
+    assert not EvalRun.objects.filter(agent=alice).exists()
+
+
+def test_a_judged_run_has_a_judge_token_of_the_agents_own_until_it_ends(phase, tmp_path, settings):
+    settings.VAR_DIR = tmp_path / "var"
+    settings.CLUSTER_BACKEND = "local"
+    settings.EVALS_AGENT_GPUS, settings.EVALS_AGENT_JOB_MINUTES = 1, 5
+    _judge_upstream()
+    alice, account = provisioned("alice", tmp_path)
+    own_proxy_token = token_issue(agent=alice, kind="proxy")
+    ClusterAccount.objects.filter(pk=account.pk).update(max_gpus=1)
+    backend = cluster_backend()
+    holder = gpu_held(account, backend, tmp_path)
+    try:
+        body = {"checkpoint": checkpoint_of(alice, account).pk, "benchmarks": [JUDGED]}
+        started = api(alice, "POST", "/api/v1/evals/runs", body)
+        assert started.status_code == 201 and started.json()["state"] == "queued"
+        run = EvalRun.objects.select_related("judge_token").get(pk=started.json()["id"])
+        assert run.judge_model == "scripted-judge (upstream judge)"
+        assert run.judge_token.agent == alice and run.judge_token.kind == "judge"
+        assert run.judge_token.revoked_at is None
+        assert agent_for_proxy_token(own_proxy_token) == alice  # the agent's own still works
+
+        api(alice, "POST", f"/api/v1/evals/runs/{run.pk}/cancel")
+        run.judge_token.refresh_from_db()
+        assert run.judge_token.revoked_at is not None
+        assert agent_for_proxy_token(own_proxy_token) == alice
+    finally:
+        backend.cancel(scheduler_id=holder.scheduler_id, unix_user="")
+
+
+def _judge_upstream() -> Upstream:
+    return Upstream.objects.create(
+        name="judge", base_url="http://127.0.0.1:9/v1", upstream_model="scripted-judge",
+        usd_per_million_prompt_tokens=Decimal("1"), usd_per_million_completion_tokens=Decimal("2"),
+    )  # fmt: skip
 
 
 def test_only_the_agents_own_checkpoints_can_be_evaluated(phase, tmp_path):
@@ -183,3 +252,90 @@ def test_the_phase_report_leaves_out_the_agents_own_runs_but_its_post_peak_check
     assert report["failed_runs"] == []
     (warning,) = report["post_peak_warnings"]
     assert (warning["nominated"], warning["best"]) == (str(nominated.pk), str(early.pk))
+
+
+def test_an_agent_cancels_its_queued_run_and_its_job_is_cancelled(phase, tmp_path, settings):
+    settings.VAR_DIR = tmp_path / "var"
+    settings.CLUSTER_BACKEND = "local"
+    settings.EVALS_AGENT_GPUS, settings.EVALS_AGENT_JOB_MINUTES = 1, 5
+    alice, account = provisioned("alice", tmp_path)
+    ClusterAccount.objects.filter(pk=account.pk).update(max_gpus=1)
+    backend = cluster_backend()
+    # The account's one GPU is taken, so the evaluation job waits in the queue.
+    holder = gpu_held(account, backend, tmp_path)
+    try:
+        started = api(alice, "POST", "/api/v1/evals/runs",
+                      {"checkpoint": checkpoint_of(alice, account).pk, "benchmarks": ["gsm8k"]})  # fmt: skip
+        assert started.status_code == 201 and started.json()["state"] == "queued", started.json()
+        run_id = started.json()["id"]
+
+        reply = api(alice, "POST", f"/api/v1/evals/runs/{run_id}/cancel")
+        assert reply.status_code == 200, reply.json()
+        assert (
+            reply.json()["state"] == "cancelled"
+            and reply.json()["error"] == "cancelled by its agent"
+        )
+        run = EvalRun.objects.select_related("job").get(pk=run_id)
+        assert run.state == EvalRun.State.CANCELLED and run.finished_at is not None
+        assert run.job.state == "CANCELLED"  # synced from the scheduler
+
+        as_a_job = api(alice, "POST", f"/api/v1/jobs/{run.job.scheduler_id}/cancel")
+        assert as_a_job.status_code == 409 and as_a_job.json()["error"]["message"].startswith(
+            f"job {run.job.scheduler_id} runs your evaluation run {run_id}: cancel that with "
+            f"`arena-agent evals cancel {run_id}`"
+        )
+
+        again = api(alice, "POST", f"/api/v1/evals/runs/{run_id}/cancel")
+        assert again.status_code == 409 and again.json()["error"]["code"] == "run_finished"
+        assert "already cancelled" in again.json()["error"]["message"]
+        evaluations_collect(backend=backend)  # a cancelled run is never collected as failed
+        assert EvalRun.objects.get(pk=run_id).state == EvalRun.State.CANCELLED
+    finally:
+        backend.cancel(scheduler_id=holder.scheduler_id, unix_user="")
+
+
+def test_a_finished_run_and_another_agents_run_cannot_be_cancelled(phase, tmp_path):
+    alice, account = provisioned("alice", tmp_path)
+    bob, _ = provisioned("bob", tmp_path)
+    done = eval_run(phase, EvalRun.Role.AGENT, {"gsm8k": 0.5}, agent=alice,
+                    checkpoint=checkpoint_of(alice, account), n=4)  # fmt: skip
+    EvalRun.objects.filter(pk=done.pk).update(requested_by_agent=True)
+
+    refused = api(alice, "POST", f"/api/v1/evals/runs/{done.pk}/cancel")
+    assert refused.status_code == 409 and refused.json()["error"]["code"] == "run_finished"
+    assert refused.json()["error"]["message"] == (
+        f"evaluation run {done.pk} is already done: only a queued or running run can be cancelled"
+    )
+    EvalRun.objects.filter(pk=done.pk).update(state=EvalRun.State.QUEUED)
+    for route in (f"/api/v1/evals/runs/{done.pk}/cancel", "/api/v1/evals/runs/x/cancel"):
+        reply = api(bob, "POST", route)
+        assert reply.status_code == 404 and reply.json()["error"]["code"] == "not_found"
+    assert api(alice, "GET", f"/api/v1/evals/runs/{done.pk}/cancel").status_code == 405
+    assert EvalRun.objects.get(pk=done.pk).state == EvalRun.State.QUEUED  # bob changed nothing
+
+
+def test_a_judged_run_the_scheduler_refuses_leaves_no_live_judge_token(phase, tmp_path, settings):
+    settings.VAR_DIR = tmp_path / "var"
+    settings.CLUSTER_BACKEND = "local"
+    settings.EVALS_AGENT_GPUS, settings.EVALS_AGENT_JOB_MINUTES = 1, 120
+    _judge_upstream()
+    alice, account = provisioned("alice", tmp_path, gpu_hours=1)  # 1 GPU for 2 h is too much
+    body = {"checkpoint": checkpoint_of(alice, account).pk, "benchmarks": [JUDGED]}
+    reply = api(alice, "POST", "/api/v1/evals/runs", body)
+    assert reply.status_code == 201 and reply.json()["state"] == "failed"
+    run = EvalRun.objects.select_related("judge_token").get(pk=reply.json()["id"])
+    assert run.judge_token.revoked_at is not None
+
+
+def test_a_run_whose_job_has_ended_is_collected_not_cancelled(phase, tmp_path):
+    alice, account = provisioned("alice", tmp_path)
+    checkpoint = checkpoint_of(alice, account)
+    run = EvalRun.objects.create(
+        phase=phase, role=EvalRun.Role.AGENT, agent=alice, checkpoint=checkpoint,
+        requested_by_agent=True, model_label="x", base_url="", served_model_name="",
+        benchmarks=["gsm8k"], log_dir="", job=checkpoint.job,  # a COMPLETED job
+    )  # fmt: skip
+    reply = api(alice, "POST", f"/api/v1/evals/runs/{run.pk}/cancel")
+    assert reply.status_code == 409 and reply.json()["error"]["code"] == "run_finished"
+    assert "has already ended (its job alice-1 is COMPLETED)" in reply.json()["error"]["message"]
+    assert EvalRun.objects.get(pk=run.pk).state == EvalRun.State.QUEUED

@@ -1,7 +1,8 @@
 """End to end, as an agent: from its sandbox, as its own Unix user, with `arena-agent`, it
 registers a checkpoint (the tiny base model) and asks for a proxy benchmark on it; the run is
 a Slurm job charged to the agent's account that copies, serves and evaluates the checkpoint;
-the agent reads its score, standard error and per-item answers, and its Pareto set."""
+the agent reads its score, standard error and per-item answers, and its Pareto set. It can
+also cancel a run while its job runs, and is charged for the time it ran."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import pytest
 from agents.sandboxes import UnixSandboxes
 from agents.services import agent_deprovision, agent_provision
 from cluster.models import Job
+from cluster.services import cluster_sync
 from evalsuite.models import EvalRun
 from tests.factories import running_phase
 
@@ -59,7 +61,8 @@ def until(agent, predicate, *args: str, seconds: float) -> dict:
         time.sleep(2)
 
 
-def test_an_agent_evaluates_its_checkpoint_on_slurm_and_reads_its_scores(agent, tiny_models):
+def registered_checkpoint(agent, tiny_models) -> int:
+    """The tiny base model put in the agent's sandbox as its own and registered by it."""
     sandbox = Path(agent.agent.sandbox)
     shutil.rmtree(sandbox / "ckpt-1", ignore_errors=True)  # from an earlier run
     shutil.copytree(tiny_models / "base", sandbox / "ckpt-1")
@@ -69,7 +72,11 @@ def test_an_agent_evaluates_its_checkpoint_on_slurm_and_reads_its_scores(agent, 
     made = read(agent, "submit", "--wrap", "true", "--time", "1", "--gpus", "0", "--name", "sft")
     job = until(agent, lambda j: j["state"] == "COMPLETED", "job", made["id"], seconds=90)
     assert job["state"] == "COMPLETED", job
-    checkpoint = read(agent, "checkpoints", "register", "ckpt-1", "--job", made["id"])["id"]
+    return read(agent, "checkpoints", "register", "ckpt-1", "--job", made["id"])["id"]
+
+
+def test_an_agent_evaluates_its_checkpoint_on_slurm_and_reads_its_scores(agent, tiny_models):
+    checkpoint = registered_checkpoint(agent, tiny_models)
 
     held_out = cli(agent, "evals", "run", str(checkpoint), "--benchmark", "mmlu-pro")
     assert held_out.returncode == 1 and "mmlu-pro is a held-out benchmark" in held_out.stderr
@@ -98,3 +105,32 @@ def test_an_agent_evaluates_its_checkpoint_on_slurm_and_reads_its_scores(agent, 
     assert progress["pareto"] == [str(checkpoint)] and progress["chosen"] == str(checkpoint)
     assert progress["headlines"][str(checkpoint)]["score"] == gsm8k["score"]
     assert progress["post_peak"] is None
+
+
+def test_an_agent_cancels_its_running_evaluation_and_is_charged_for_the_time_it_ran(
+    agent, tiny_models, slurm
+):
+    checkpoint = registered_checkpoint(agent, tiny_models)
+    run = read(agent, "evals", "run", str(checkpoint), "--benchmark", "gsm8k")
+    job = until(agent, lambda j: j["state"] != "PENDING", "job", run["job"], seconds=120)
+    assert job["state"] == "RUNNING", job  # copying, serving or evaluating the checkpoint
+    time.sleep(3)  # long enough to be charged for
+
+    cancelled = read(agent, "evals", "cancel", str(run["id"]))
+    assert cancelled["state"] == "cancelled" and cancelled["error"] == "cancelled by its agent"
+    assert f"run {run['id']}: checkpoint {checkpoint} on gsm8k  cancelled" in (
+        cli(agent, "evals", "show", str(run["id"])).stdout
+    )
+    again = cli(agent, "evals", "cancel", str(run["id"]))
+    assert again.returncode == 1 and "is already cancelled" in again.stderr
+
+    stored = EvalRun.objects.get(pk=run["id"])
+    deadline = time.monotonic() + 120
+    while True:  # slurmdbd books the job's end a moment after scancel
+        cluster_sync(backend=slurm, account_names=[agent.agent.cluster_account])
+        charged = Job.objects.get(pk=stored.job_id)
+        if charged.ended_at is not None or time.monotonic() > deadline:
+            break
+        time.sleep(2)
+    assert charged.state == "CANCELLED" and charged.gpu_seconds_charged >= 3, charged
+    assert stored.state == EvalRun.State.CANCELLED
