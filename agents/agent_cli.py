@@ -319,8 +319,9 @@ def main(argv: list[str] | None = None) -> int:
     evals_actions.add_parser("pareto", help="your Pareto set and post-peak warning").add_argument(
         "--json", action="store_true"
     )
+    journal_help = "your experiment journal: hypotheses, results, decisions (append-only)"
     journal = commands.add_parser(
-        "journal", help="your experiment journal: hypotheses, results, decisions (append-only)"
+        "journal", help=journal_help, description=journal_help
     ).add_subparsers(dest="action", required=True)
     journal_add = journal.add_parser("add", help="write an entry (it cannot be changed later)")
     journal_add.add_argument("text", help="the entry; '-' reads it from standard input")
