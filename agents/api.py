@@ -325,7 +325,7 @@ def journal(request: HttpRequest, agent: Agent) -> JsonResponse:
     """Append-only: there is no route that changes or deletes an entry (agents/journal.py)."""
     if request.method == "GET":
         limit = request.GET.get("limit", "")
-        if limit and not (limit.isascii() and limit.isdigit()):
+        if limit and not (limit.isascii() and limit.isdigit() and len(limit) <= 6):
             return error(400, "'limit' must be a whole number", "bad_request")
         return JsonResponse(
             {"entries": [journal_json(e) for e in journal_entries(agent, limit=int(limit or 100))]}

@@ -7,8 +7,17 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
+from django.db.models.functions import Substr
+
 from agents.models import Agent
-from agents.strategy import Attempt, LockIn, data_approach, job_approach, lock_in
+from agents.strategy import (
+    SCRIPT_BYTES_READ,
+    Attempt,
+    LockIn,
+    data_approach,
+    job_approach,
+    lock_in,
+)
 from arena.competition.models import Phase
 from cluster.models import Job
 
@@ -37,8 +46,10 @@ def strategy_attempts(
         account__name=agent.cluster_account, period=phase.label, submitted_at__lt=end
     ).order_by("submitted_at", "pk")
     attempts = []
-    for scheduler_id, name, script, submitted_at in jobs.values_list(
-        "scheduler_id", "name", "script", "submitted_at"
+    # Only the part of each script the measure reads leaves the database.
+    heads = jobs.annotate(head=Substr("script", 1, SCRIPT_BYTES_READ))
+    for scheduler_id, name, script, submitted_at in heads.values_list(
+        "scheduler_id", "name", "head", "submitted_at"
     )[:MAX_JOBS_READ]:
         approach = job_approach(name, script)
         if approach is not None:

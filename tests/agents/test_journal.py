@@ -49,6 +49,12 @@ def test_an_agent_writes_entries_and_reads_them_back_with_the_phase_of_the_time(
         ("note", "no kind: a note"),
     ]
     assert client.get("/api/v1/journal?limit=1").json()["entries"][0]["text"] == "no kind: a note"
+    for bad in ("-1", "ten", "9" * 5000):
+        reply = client.get(f"/api/v1/journal?limit={bad}")
+        assert (
+            reply.status_code == 400
+            and "'limit' must be a whole number" in reply.json()["error"]["message"]
+        )
 
 
 def test_another_agents_entries_are_invisible(ann):
