@@ -25,7 +25,7 @@ def journal_sections() -> list[OrganizerSection]:
     rows = [
         [
             agent,
-            f"{entry.created_at:%Y-%m-%d %H:%M}",
+            f"{timezone.localtime(entry.created_at):%Y-%m-%d %H:%M}",
             entry.kind,
             entry.phase.label if entry.phase else "-",
             shortened(entry.text),
@@ -60,7 +60,9 @@ def lock_in_sections() -> list[OrganizerSection]:
                 line.phase,
                 str(measure.approaches),
                 str(measure.attempts),
-                f"{measure.locked_in_at:%Y-%m-%d %H:%M}" if measure.locked_in_at else "-",
+                f"{timezone.localtime(measure.locked_in_at):%Y-%m-%d %H:%M}"
+                if measure.locked_in_at
+                else "-",
                 f"{measure.share_elapsed:.0%}" if measure.share_elapsed is not None else "-",
                 shortened(", ".join(measure.approach_names), 300),
             ]

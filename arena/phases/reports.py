@@ -2,11 +2,11 @@
 
 A report reads the ledgers and records as they stood at the end of the day (in the site's
 time zone): jobs that ran or were submitted that day with their GPU-hours, GPU-hours used and
-left in the account's budget period, LLM API spend from the proxy's call log, and the data,
-checkpoints and nominations registered that day, the day's experiment-journal entries, and
-the agent's strategy lock-in in the phase the day falls in, as of the day's end. The index adds the study's analyses of every
-competition with evaluation results, as they stand when the reports are written. It writes
-nothing to the database.
+left in the account's budget period, LLM API spend from the proxy's call log, the data,
+checkpoints and nominations registered that day, the day's experiment-journal entries, and the
+agent's strategy lock-in in the phase the day falls in, as of the day's end. The index adds the
+study's analyses of every competition with evaluation results, as they stand when the reports
+are written. It writes nothing to the database.
 """
 
 from __future__ import annotations
@@ -384,7 +384,7 @@ def _lock_in_markdown(line: PhaseLockIn | None) -> list[str]:
         return [f"- {line.phase}: no approach tried yet", ""]
     return [
         f"- {line.phase}: {m.approaches} distinct approaches in {m.attempts} attempts",
-        f"- last new approach: {m.locked_in_at:%Y-%m-%d %H:%M}, "
+        f"- last new approach: {timezone.localtime(m.locked_in_at):%Y-%m-%d %H:%M}, "
         f"{m.share_elapsed:.0%} of the phase elapsed",
         f"- approaches, in the order tried: {_md_cell(', '.join(m.approach_names))}",
         "",
