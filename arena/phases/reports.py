@@ -459,11 +459,12 @@ table{border-collapse:collapse;width:100%}th,td{border:1px solid #ccc;padding:.2
 <body><h1>Daily reports — {{ day|date:"Y-m-d" }}</h1>
 {% if reports %}<table><tr><th>agent</th><th>jobs</th><th>GPU-h this day</th><th>GPU-h left</th>
 <th>API spend this day</th><th>API credit left</th><th>data</th><th>checkpoints</th><th>nominations</th>
-<th>report</th></tr>
+<th>journal</th><th>approaches</th><th>report</th></tr>
 {% for r in reports %}<tr><td>{{ r.agent }}</td><td>{{ r.jobs|length }}</td>
 <td>{{ r.gpu_hours_day|floatformat:2 }}</td><td>{{ r.gpu_hours_left|floatformat:2 }}</td>
 <td>${{ r.api_spend_day|floatformat:2 }}</td><td>${{ r.api_credit_left|floatformat:2 }}</td>
 <td>{{ r.data|length }}</td><td>{{ r.checkpoints|length }}</td><td>{{ r.nominations|length }}</td>
+<td>{{ r.journal|length }}</td><td>{{ r.lock_in.measure.approaches|default_if_none:"—" }}</td>
 <td><a href="{{ r.agent }}.html">HTML</a> · <a href="{{ r.agent }}.md">Markdown</a></td></tr>
 {% endfor %}</table>{% else %}<p>No agents.</p>{% endif %}
 {% for a in analyses %}<h2>Analyses, {{ a.competition }} (Spearman ρ)</h2>
@@ -486,11 +487,12 @@ def index_markdown(
     lines = [f"# Daily reports — {day.isoformat()}", ""]
     lines += _md_table(
         ["agent", "jobs", "GPU-h this day", "GPU-h left", "API spend this day", "API credit left",
-         "data", "checkpoints", "nominations", "report"],
+         "data", "checkpoints", "nominations", "journal", "approaches", "report"],
         [
             [r.agent, len(r.jobs), f"{r.gpu_hours_day:.2f}", f"{r.gpu_hours_left:.2f}",
              f"${r.api_spend_day:.2f}", f"${r.api_credit_left:.2f}", len(r.data),
-             len(r.checkpoints), len(r.nominations), f"[{r.agent}]({r.agent}.md)"]
+             len(r.checkpoints), len(r.nominations), len(r.journal),
+             r.lock_in.measure.approaches if r.lock_in else "—", f"[{r.agent}]({r.agent}.md)"]
             for r in reports
         ],
     )  # fmt: skip

@@ -143,3 +143,6 @@ def test_the_daily_report_has_the_days_entries_and_the_lock_in(ann, tmp_path):
     assert "H: DPO | LoRA\nwill beat SFT" in html
     assert "distinct approaches" in html
     assert "- phase-1: no approach tried yet" in (tmp_path / "ben.md").read_text()  # orpo: day 4
+    # The index counts the day's entries and the approaches so far.
+    assert "| 1 | 4 | [ann](ann.md) |" in (tmp_path / "index.md").read_text()
+    assert "<td>1</td><td>4</td>" in (tmp_path / "index.html").read_text()
