@@ -111,3 +111,21 @@ def test_a_huge_hostile_script_is_read_in_bounded_time():
     began = time.monotonic()
     job_approach("x" * 1_000_000, script)
     assert time.monotonic() - began < 2
+
+
+@pytest.mark.parametrize(
+    ("method", "kind", "approach"),
+    [("full", "sft", "sft"), ("lora", "sft", "lora+sft"), ("full", "dpo", "dpo")],
+)
+def test_the_reference_agents_own_job_scripts_show_their_recipe(tmp_path, method, kind, approach):
+    # The script the reference agent submits, rendered by its own launcher.
+    from agents.reference.launcher import render_job_script
+
+    command = ["-m", f"agents.reference.train_{kind}", "--data", str(tmp_path / "pairs.jsonl"),
+               "--method", method, "--steps", "30"]  # fmt: skip
+    name = f"ref-{method}-{kind}"
+    script = render_job_script(
+        job_name=name, nodes=1, gpus_per_node=2, time_limit_minutes=20, workdir=tmp_path,
+        python="/opt/train-env/bin/python", command=command,
+    )  # fmt: skip
+    assert job_approach(name, script) == approach
