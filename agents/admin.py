@@ -7,6 +7,7 @@ from agents.models import (
     AgentToken,
     Checkpoint,
     DataRecord,
+    JournalEntry,
     Nomination,
     NomineeCopy,
     ProxyCall,
@@ -119,3 +120,13 @@ class NomineeCopyAdmin(RecordAdmin):
 
     list_display = ["nomination", "folder", "created_at", "not_servable_reason"]
     search_fields = ["folder", "weights_sha256", "not_servable_reason"]
+
+
+@admin.register(JournalEntry)
+class JournalEntryAdmin(RecordAdmin):
+    """Read-only like every record; the database refuses changes too (migration 0006)."""
+
+    list_display = ["created_at", "agent", "kind", "phase", "text"]
+    list_filter = ["kind", "agent", "phase"]
+    search_fields = ["text"]
+    date_hierarchy = "created_at"

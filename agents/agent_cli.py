@@ -24,6 +24,8 @@ from ~/.arena/config. Every read command takes --json.
   arena-agent evals show RUN_ID [--items] [--json]
   arena-agent evals cancel RUN_ID [--json]
   arena-agent evals pareto [--json]
+  arena-agent journal add TEXT [--kind hypothesis|result|decision|note] [--json]
+  arena-agent journal list [--limit N] [--json]   your journal (append-only), oldest first
 """
 
 from __future__ import annotations
@@ -198,6 +200,24 @@ def evals_command(args: argparse.Namespace) -> None:
         print(json.dumps(result) if args.json else show_evals(result))
 
 
+def journal_command(args: argparse.Namespace) -> None:
+    if args.action == "add":
+        text = sys.stdin.read() if args.text == "-" else args.text
+        entry = call("POST", "/journal", {"text": text, "kind": args.kind})
+        print(json.dumps(entry) if args.json else f"journal entry {entry['id']} ({entry['kind']})")
+        return
+    result = call("GET", f"/journal?limit={args.limit}")
+    lines = [
+        f"{e['created_at'][:19]}  {e['kind']:<10}  {e['phase'] or '-'}\n" + _indented(e["text"])
+        for e in result["entries"]
+    ]
+    print(json.dumps(result) if args.json else "\n".join(lines) or "no journal entries")
+
+
+def _indented(text: str) -> str:
+    return "\n".join("    " + line for line in text.splitlines() or [""])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="arena-agent", description="The RSI Arena agent CLI.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -299,6 +319,19 @@ def main(argv: list[str] | None = None) -> int:
     evals_actions.add_parser("pareto", help="your Pareto set and post-peak warning").add_argument(
         "--json", action="store_true"
     )
+    journal_help = "your experiment journal: hypotheses, results, decisions (append-only)"
+    journal = commands.add_parser(
+        "journal", help=journal_help, description=journal_help
+    ).add_subparsers(dest="action", required=True)
+    journal_add = journal.add_parser("add", help="write an entry (it cannot be changed later)")
+    journal_add.add_argument("text", help="the entry; '-' reads it from standard input")
+    journal_add.add_argument(
+        "--kind", default="note", choices=["hypothesis", "result", "decision", "note"]
+    )
+    journal_add.add_argument("--json", action="store_true")
+    journal_list = journal.add_parser("list", help="your latest entries, oldest first")
+    journal_list.add_argument("--limit", type=int, default=100, help="at most 500")
+    journal_list.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
 
     try:
@@ -381,6 +414,8 @@ def main(argv: list[str] | None = None) -> int:
                 )
         elif args.command == "evals":
             evals_command(args)
+        elif args.command == "journal":
+            journal_command(args)
         elif args.command == "leaderboard":
             query = f"?phase={urllib.parse.quote(args.phase)}" if args.phase else ""
             result = call("GET", f"/leaderboard{query}")

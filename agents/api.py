@@ -16,7 +16,8 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from agents.api_schema import OPENAPI
-from agents.models import Agent, Checkpoint, DataRecord, Nomination
+from agents.journal import JournalRefused, journal_add, journal_entries
+from agents.models import Agent, Checkpoint, DataRecord, JournalEntry, Nomination
 from agents.selectors import agent_budget, agent_for_token, agent_job
 from agents.services import RegistrationRefused, checkpoint_register, data_register, nomination_set
 from cluster.backends.base import JobRequest, SubmitRefused
@@ -317,3 +318,33 @@ def nomination_json(chosen: Nomination) -> dict[str, Any]:
         "model_card": chosen.card_fields,
         "updated_at": chosen.updated_at.isoformat(),
     }
+
+
+@agent_api("GET", "POST")
+def journal(request: HttpRequest, agent: Agent) -> JsonResponse:
+    """Append-only: there is no route that changes or deletes an entry (agents/journal.py)."""
+    if request.method == "GET":
+        limit = request.GET.get("limit", "")
+        if limit and not (limit.isascii() and limit.isdigit() and len(limit) <= 6):
+            return error(400, "'limit' must be a whole number", "bad_request")
+        return JsonResponse(
+            {"entries": [journal_json(e) for e in journal_entries(agent, limit=int(limit or 100))]}
+        )
+    body = json_body(request)
+    if isinstance(body, JsonResponse):
+        return body
+    text, kind = body.get("text"), body.get("kind", JournalEntry.Kind.NOTE)
+    if not isinstance(text, str) or not isinstance(kind, str):
+        return error(400, "'text' (the entry) and 'kind' must be strings", "bad_request")
+    try:
+        entry = journal_add(agent=agent, text=text, kind=kind)
+    except JournalRefused as refused:
+        return error(refused.status, str(refused), "refused" if refused.status == 400 else "limit")
+    return JsonResponse(journal_json(entry), status=201)
+
+
+def journal_json(entry: JournalEntry) -> dict[str, Any]:
+    return {
+        "id": entry.pk, "kind": entry.kind, "text": entry.text,
+        "phase": entry.phase.label if entry.phase else None, "created_at": entry.created_at.isoformat(),
+    }  # fmt: skip

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from agents import journal
+
 _ERROR = {"$ref": "#/components/schemas/Error"}
 _JOB = {"$ref": "#/components/schemas/Job"}
 _EVAL_RUN = {"$ref": "#/components/schemas/EvalRun"}
@@ -305,6 +307,62 @@ OPENAPI: dict[str, Any] = {
                     "200": _reply("the nomination", {"type": "object"}),
                     **_ERRORS,
                     "409": _reply("the phase is frozen", _ERROR),
+                },
+            },
+        },
+        "/journal": {
+            "get": {
+                "operationId": "journal_list",
+                "summary": "your own experiment journal, the latest entries oldest first",
+                "parameters": [
+                    {
+                        "name": "limit",
+                        "in": "query",
+                        "required": False,
+                        "description": f"how many of the latest entries (default {journal.LIST_DEFAULT})",
+                        "schema": {"type": "integer", "minimum": 1, "maximum": journal.LIST_MAX},
+                    }
+                ],
+                "responses": {
+                    "200": _reply("entries: id, kind, text, phase, created_at", {"type": "object"}),
+                    **_ERRORS,
+                },
+            },
+            "post": {
+                "operationId": "journal_add",
+                "summary": "add an entry (a hypothesis, a result, a decision, a note); append-only: "
+                "no route changes or deletes one",
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "required": ["text"],
+                                "properties": {
+                                    "text": {
+                                        "type": "string",
+                                        "minLength": 1,
+                                        "maxLength": journal.MAX_TEXT_CHARS,
+                                    },
+                                    "kind": {
+                                        "type": "string",
+                                        "enum": ["hypothesis", "result", "decision", "note"],
+                                        "default": "note",
+                                    },
+                                },
+                            }
+                        }
+                    },
+                },
+                "responses": {
+                    "201": _reply("the entry", {"type": "object"}),
+                    **_ERRORS,
+                    "429": _reply(
+                        f"over {journal.MAX_ENTRIES_PER_HOUR} entries in the last hour, or "
+                        f"{journal.MAX_ENTRIES_PER_AGENT:,} in all; says when to retry",
+                        _ERROR,
+                    ),
                 },
             },
         },

@@ -3,6 +3,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from django.db import models
+from django.utils import timezone
 
 from arena.encryption import EncryptedTextField
 
@@ -219,3 +220,37 @@ class NomineeCopy(models.Model):
     @property
     def servable(self) -> bool:
         return bool(self.folder) and not self.not_servable_reason
+
+
+class JournalEntry(models.Model):
+    """One line of an agent's experiment journal (a hypothesis, a result, a decision), written
+    through `arena-agent journal add`. Append-only, and enforced by the database: a trigger
+    (migration 0006) refuses UPDATE and DELETE on the table, so neither the platform's code nor
+    an admin can rewrite what an agent wrote when. `text` is the agent's, hostile: kept as
+    written, shown escaped, never parsed. `phase` is the one current when it was written."""
+
+    class Kind(models.TextChoices):
+        HYPOTHESIS = "hypothesis"
+        RESULT = "result"
+        DECISION = "decision"
+        NOTE = "note"
+
+    agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="journal_entries")
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.NOTE)
+    text = models.TextField()
+    phase = models.ForeignKey(
+        "competition.Phase",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="journal_entries",
+    )
+    # The service passes its clock (the rate limit is judged on the same instant).
+    created_at = models.DateTimeField(default=timezone.now, editable=False, db_index=True)
+
+    class Meta:
+        ordering = ["agent", "created_at", "pk"]
+        verbose_name_plural = "journal entries"
+
+    def __str__(self) -> str:
+        return f"{self.agent} {self.kind} {self.pk}"

@@ -2,17 +2,18 @@
 
 A report reads the ledgers and records as they stood at the end of the day (in the site's
 time zone): jobs that ran or were submitted that day with their GPU-hours, GPU-hours used and
-left in the account's budget period, LLM API spend from the proxy's call log, and the data,
-checkpoints and nominations registered that day. The index adds the study's analyses of every
-competition with evaluation results, as they stand when the reports are written. It writes
-nothing to the database.
+left in the account's budget period, LLM API spend from the proxy's call log, the data,
+checkpoints and nominations registered that day, the day's experiment-journal entries, and the
+agent's strategy lock-in in the phase the day falls in, as of the day's end. The index adds the
+study's analyses of every competition with evaluation results, as they stand when the reports
+are written. It writes nothing to the database.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 
@@ -21,8 +22,10 @@ from django.db.models import Count, F, Q, Sum
 from django.template import Context, Engine
 from django.utils import timezone
 
+from agents.journal import journal_of_day
 from agents.models import Agent, Checkpoint, DataRecord, Nomination, ProxyCall
-from arena.competition.models import Competition
+from agents.strategy_selectors import PhaseLockIn, phase_lock_in
+from arena.competition.models import Competition, Phase
 from cluster.models import ClusterAccount, Job, JobSegment
 from evalsuite.analyses import correlations_report
 from evalsuite.report_text import CORRELATION_COLUMNS, correlation_note, correlation_rows
@@ -68,6 +71,13 @@ class NominationLine:
 
 
 @dataclass(frozen=True)
+class JournalLine:
+    written_at: dt.datetime
+    kind: str
+    text: str  # the agent's, whole: escaped when shown
+
+
+@dataclass(frozen=True)
 class AgentDay:
     agent: str
     active: bool
@@ -85,6 +95,8 @@ class AgentDay:
     data: list[DataLine]
     checkpoints: list[CheckpointLine]
     nominations: list[NominationLine]
+    journal: list[JournalLine] = field(default_factory=list)
+    lock_in: PhaseLockIn | None = None  # in the phase the day falls in, as of its end
 
     @property
     def gpu_hours_left(self) -> float:
@@ -189,6 +201,22 @@ def agent_day(agent: Agent, day: dt.date) -> AgentDay:
             )
             .select_related("phase", "checkpoint")
         ],
+        journal=[
+            JournalLine(written_at=timezone.localtime(e.created_at), kind=e.kind, text=e.text)
+            for e in journal_of_day(agent, start, end)
+        ],
+        lock_in=_lock_in_of_day(agent, start, end),
+    )
+
+
+def _lock_in_of_day(agent: Agent, start: dt.datetime, end: dt.datetime) -> PhaseLockIn | None:
+    phase = (
+        Phase.objects.filter(starts_at__lt=end, ends_at__gt=start).order_by("-starts_at").first()
+    )
+    return (
+        None
+        if phase is None or not agent.cluster_account
+        else phase_lock_in(agent, phase, until=end)
     )
 
 
@@ -335,8 +363,32 @@ def report_markdown(report: AgentDay) -> str:
                 for n in r.nominations
             ],  # fmt: skip
         ),
+        "## Experiment journal",
+        "",
+        *_md_table(
+            ["written", "kind", "entry"],
+            [[f"{e.written_at:%H:%M}", e.kind, e.text] for e in r.journal],
+        ),
+        "## Strategy lock-in",
+        "",
+        *_lock_in_markdown(r.lock_in),
     ]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _lock_in_markdown(line: PhaseLockIn | None) -> list[str]:
+    if line is None:
+        return ["_no phase on this day_", ""]
+    m = line.measure
+    if not m.approaches:
+        return [f"- {line.phase}: no approach tried yet", ""]
+    return [
+        f"- {line.phase}: {m.approaches} distinct approaches in {m.attempts} attempts",
+        f"- last new approach: {timezone.localtime(m.locked_in_at):%Y-%m-%d %H:%M}, "
+        f"{m.share_elapsed:.0%} of the phase elapsed",
+        f"- approaches, in the order tried: {_md_cell(', '.join(m.approach_names))}",
+        "",
+    ]
 
 
 _ENGINE = Engine(autoescape=True)
@@ -382,6 +434,17 @@ ${{ r.api_credit_limit|floatformat:2 }}; left ${{ r.api_credit_left|floatformat:
 {% for n in r.nominations %}<tr><td>{{ n.phase }}</td><td>{{ n.checkpoint }}</td>
 <td>{{ n.training_method|default:"—" }}</td><td>{{ n.claimed_gpu_hours|default:"—" }}</td><td>{{ n.updated_at|date:"Y-m-d H:i" }}</td></tr>
 {% endfor %}</table>{% else %}<p>none</p>{% endif %}
+<h2>Experiment journal</h2>
+{% if r.journal %}<table><tr><th>written</th><th>kind</th><th>entry</th></tr>
+{% for e in r.journal %}<tr><td>{{ e.written_at|date:"H:i" }}</td><td>{{ e.kind }}</td>
+<td style="white-space:pre-wrap">{{ e.text }}</td></tr>
+{% endfor %}</table>{% else %}<p>none</p>{% endif %}
+<h2>Strategy lock-in</h2>
+{% with l=r.lock_in %}{% if not l %}<p>no phase on this day</p>
+{% elif not l.measure.approaches %}<p>{{ l.phase }}: no approach tried yet</p>
+{% else %}<ul><li>{{ l.phase }}: {{ l.measure.approaches }} distinct approaches in {{ l.measure.attempts }} attempts</li>
+<li>last new approach: {{ l.measure.locked_in_at|date:"Y-m-d H:i" }}, {% widthratio l.measure.share_elapsed 1 100 %}% of the phase elapsed</li>
+<li>approaches, in the order tried: {{ l.measure.approach_names|join:", " }}</li></ul>{% endif %}{% endwith %}
 <p><a href="index.html">all agents</a></p>
 </body></html>
 """
@@ -396,11 +459,12 @@ table{border-collapse:collapse;width:100%}th,td{border:1px solid #ccc;padding:.2
 <body><h1>Daily reports — {{ day|date:"Y-m-d" }}</h1>
 {% if reports %}<table><tr><th>agent</th><th>jobs</th><th>GPU-h this day</th><th>GPU-h left</th>
 <th>API spend this day</th><th>API credit left</th><th>data</th><th>checkpoints</th><th>nominations</th>
-<th>report</th></tr>
+<th>journal</th><th>approaches</th><th>report</th></tr>
 {% for r in reports %}<tr><td>{{ r.agent }}</td><td>{{ r.jobs|length }}</td>
 <td>{{ r.gpu_hours_day|floatformat:2 }}</td><td>{{ r.gpu_hours_left|floatformat:2 }}</td>
 <td>${{ r.api_spend_day|floatformat:2 }}</td><td>${{ r.api_credit_left|floatformat:2 }}</td>
 <td>{{ r.data|length }}</td><td>{{ r.checkpoints|length }}</td><td>{{ r.nominations|length }}</td>
+<td>{{ r.journal|length }}</td><td>{{ r.lock_in.measure.approaches|default_if_none:"—" }}</td>
 <td><a href="{{ r.agent }}.html">HTML</a> · <a href="{{ r.agent }}.md">Markdown</a></td></tr>
 {% endfor %}</table>{% else %}<p>No agents.</p>{% endif %}
 {% for a in analyses %}<h2>Analyses, {{ a.competition }} (Spearman ρ)</h2>
@@ -423,11 +487,12 @@ def index_markdown(
     lines = [f"# Daily reports — {day.isoformat()}", ""]
     lines += _md_table(
         ["agent", "jobs", "GPU-h this day", "GPU-h left", "API spend this day", "API credit left",
-         "data", "checkpoints", "nominations", "report"],
+         "data", "checkpoints", "nominations", "journal", "approaches", "report"],
         [
             [r.agent, len(r.jobs), f"{r.gpu_hours_day:.2f}", f"{r.gpu_hours_left:.2f}",
              f"${r.api_spend_day:.2f}", f"${r.api_credit_left:.2f}", len(r.data),
-             len(r.checkpoints), len(r.nominations), f"[{r.agent}]({r.agent}.md)"]
+             len(r.checkpoints), len(r.nominations), len(r.journal),
+             r.lock_in.measure.approaches if r.lock_in else "—", f"[{r.agent}]({r.agent}.md)"]
             for r in reports
         ],
     )  # fmt: skip

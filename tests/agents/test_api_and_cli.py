@@ -92,4 +92,15 @@ def test_the_openapi_schema_describes_the_served_routes(arena):
         "data_list", "data_register", "checkpoints_list", "checkpoints_register",
         "nominations_list", "nominate", "votes_export", "leaderboard", "evals",
         "eval_runs_list", "eval_runs_start", "eval_runs_show", "eval_runs_cancel",
+        "journal_list", "journal_add",
     }  # fmt: skip
+
+
+def test_an_agent_keeps_an_experiment_journal_from_its_sandbox(agent):
+    added = cli(agent, "journal", "add", "H1: DPO beats SFT here", "--kind", "hypothesis", "--json")
+    assert added.returncode == 0, added.stderr
+    entry = json.loads(added.stdout)
+    assert (entry["kind"], entry["text"]) == ("hypothesis", "H1: DPO beats SFT here")
+    listed = json.loads(cli(agent, "journal", "list", "--json").stdout)["entries"]
+    assert [e["id"] for e in listed] == [entry["id"]]
+    assert "append-only" in cli(agent, "journal", "--help").stdout

@@ -39,13 +39,14 @@ def job(
     gpus: int = 1,
     state: str = Job.State.COMPLETED,
     name: str = "sft",
+    script: str = "",
 ) -> Job:
     account = ClusterAccount.objects.get(name=agent.cluster_account)
     row = Job.objects.create(
         account=account, period=account.period, backend="local",
         # Ids far above what a test's own local cluster hands out, so its jobs never collide.
         scheduler_id=str(1_000_000 + next(_numbers)), name=name, qos="normal", nodes=1, gpus=gpus,
-        time_limit_minutes=600, workdir="/tmp", script="", stdout_path="", state=state,
+        time_limit_minutes=600, workdir="/tmp", script=script, stdout_path="", state=state,
         started_at=runs[0][0] if runs else None,
         ended_at=runs[-1][1] if runs and state in Job.FINISHED else None,
     )  # fmt: skip
@@ -82,10 +83,13 @@ def proxy_call(agent: Agent, *, at: dt.datetime, cost: str, tokens: int = 1000) 
     return call
 
 
-def data_record(agent: Agent, *, at: dt.datetime, path: str = "data/sft.jsonl") -> DataRecord:
+def data_record(
+    agent: Agent, *, at: dt.datetime, path: str = "data/sft.jsonl",
+    sources: list[str] = ("generated:tiny-chats",),
+) -> DataRecord:  # fmt: skip
     record = DataRecord.objects.create(
         agent=agent, path=path, sha256="a" * 64, rows=400, tokens=12000,
-        sources=["generated:tiny-chats"], licence="CC0", reason="teach the stop token",
+        sources=list(sources), licence="CC0", reason="teach the stop token",
     )  # fmt: skip
     DataRecord.objects.filter(pk=record.pk).update(created_at=at)
     return record
