@@ -10,6 +10,8 @@ from agents.models import (
     Nomination,
     NomineeCopy,
     ProxyCall,
+    TrajectoryDay,
+    TrajectoryEvent,
     Upstream,
 )
 from arena.admin_records import RecordAdmin
@@ -119,3 +121,18 @@ class NomineeCopyAdmin(RecordAdmin):
 
     list_display = ["nomination", "folder", "created_at", "not_servable_reason"]
     search_fields = ["folder", "weights_sha256", "not_servable_reason"]
+
+
+@admin.register(TrajectoryEvent)
+class TrajectoryEventAdmin(RecordAdmin):
+    """Organizers read an agent's trajectory here; PostgreSQL refuses any change anyway."""
+
+    list_display = ["id", "created_at", "agent", "kind", "reported", "size"]
+    list_filter = ["kind", "reported", "agent"]
+    date_hierarchy = "created_at"
+
+
+@admin.register(TrajectoryDay)
+class TrajectoryDayAdmin(RecordAdmin):
+    list_display = ["day", "agent", "events", "bytes", "dropped"]
+    list_filter = ["agent"]

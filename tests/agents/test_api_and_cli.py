@@ -92,4 +92,5 @@ def test_the_openapi_schema_describes_the_served_routes(arena):
         "data_list", "data_register", "checkpoints_list", "checkpoints_register",
         "nominations_list", "nominate", "votes_export", "leaderboard", "evals",
         "eval_runs_list", "eval_runs_start", "eval_runs_show", "eval_runs_cancel",
+        "trajectory_append",
     }  # fmt: skip
