@@ -174,7 +174,7 @@ class ReplyCollector:
         self.parts: list[str] = []
         self.size = 0
         self.cut = False
-        self.tool_calls: list[Any] = []
+        self.tool_calls: dict[int, dict[str, str]] = {}  # by index: streams send them in pieces
 
     def _add_text(self, text: Any) -> None:
         if not isinstance(text, str) or not text:
@@ -186,26 +186,41 @@ class ReplyCollector:
         self.size += len(text)
 
     def _add_tool_calls(self, calls: Any) -> None:
-        if isinstance(calls, list) and len(self.tool_calls) < SUMMARY_ITEMS * 10:
-            self.tool_calls.extend(calls[:SUMMARY_ITEMS])
+        """Tool calls, whole or as stream pieces (`index` says which call a piece extends)."""
+        if not isinstance(calls, list):
+            return
+        for call in calls[:SUMMARY_ITEMS]:
+            if not isinstance(call, dict):
+                continue
+            index = call.get("index", len(self.tool_calls))
+            if not isinstance(index, int) or not 0 <= index < SUMMARY_ITEMS:
+                continue
+            merged = self.tool_calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
+            function = call.get("function")
+            function = function if isinstance(function, dict) else {}
+            pieces = {"id": call.get("id"), **{k: function.get(k) for k in ("name", "arguments")}}
+            for key, piece in pieces.items():
+                if isinstance(piece, str) and len(merged[key]) < REPLY_CHARS:
+                    merged[key] += piece
 
-    def add_completion(self, data: dict[str, Any]) -> None:
-        """A whole answer: the first choice's message."""
+    def calls(self) -> list[dict[str, str]]:
+        return [self.tool_calls[index] for index in sorted(self.tool_calls)]
+
+    def _add_first_choice(self, data: dict[str, Any], part: str) -> None:
         choices = data.get("choices")
         if isinstance(choices, list) and choices and isinstance(choices[0], dict):
-            message = choices[0].get("message")
-            if isinstance(message, dict):
-                self._add_text(message.get("content"))
-                self._add_tool_calls(message.get("tool_calls"))
+            said = choices[0].get(part)
+            if isinstance(said, dict):
+                self._add_text(said.get("content"))
+                self._add_tool_calls(said.get("tool_calls"))
+
+    def add_completion(self, data: dict[str, Any]) -> None:
+        """A whole answer: its first choice's message."""
+        self._add_first_choice(data, "message")
 
     def add_chunk(self, chunk: dict[str, Any]) -> None:
-        """One streamed chunk: the first choice's delta."""
-        choices = chunk.get("choices")
-        if isinstance(choices, list) and choices and isinstance(choices[0], dict):
-            delta = choices[0].get("delta")
-            if isinstance(delta, dict):
-                self._add_text(delta.get("content"))
-                self._add_tool_calls(delta.get("tool_calls"))
+        """One streamed chunk: its first choice's delta."""
+        self._add_first_choice(chunk, "delta")
 
     def text(self) -> str:
         return "".join(self.parts) + ("…[reply cut]" if self.cut else "")
@@ -268,7 +283,7 @@ def model_call_record(
             "messages_in_request": count,
             "messages": kept,
             "reply": reply.text(),
-            "tool_calls": redacted_summary(reply.tool_calls),
+            "tool_calls": redacted_summary(reply.calls()),
             "status": status,
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,

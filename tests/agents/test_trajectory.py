@@ -200,6 +200,11 @@ def test_a_model_call_keeps_the_system_prompt_and_the_last_messages_cut(ann):
     reply = ReplyCollector()
     reply.add_chunk({"choices": [{"delta": {"content": "I will run "}}]})
     reply.add_chunk({"choices": [{"delta": {"content": "the tests."}}]})
+    for piece in (
+        {"index": 0, "id": "call_1", "function": {"name": "shell", "arguments": '{"command": '}},
+        {"index": 0, "function": {"arguments": '"pytest -q"}'}},
+    ):
+        reply.add_chunk({"choices": [{"delta": {"tool_calls": [piece]}}]})
 
     event = model_call_record(
         agent=ann, model="m", request_body=body, reply=reply, status=200, prompt_tokens=9000,
@@ -212,6 +217,9 @@ def test_a_model_call_keeps_the_system_prompt_and_the_last_messages_cut(ann):
     assert kept[0]["role"] == "system" and "chars cut]" in kept[0]["content"]
     assert [m["content"].split(" ")[1] for m in kept[1:]] == [str(i) for i in range(13, 21)]
     assert event.payload["reply"] == "I will run the tests."
+    assert event.payload["tool_calls"] == [
+        {"id": "call_1", "name": "shell", "arguments": '{"command": "pytest -q"}'}
+    ]
     assert event.payload["cost_usd"] == "0.01" and event.payload["prompt_tokens"] == 9000
 
 
