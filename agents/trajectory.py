@@ -72,11 +72,17 @@ def cut(text: str, limit: int) -> str:
     return f"{text[:head]}…[{len(text) - head - tail} chars cut]…{text[len(text) - tail :]}"
 
 
+def _storable(text: str) -> str:
+    """Text PostgreSQL's jsonb takes: no NUL character, no lone surrogate (an agent's JSON may
+    hold both, as `\\u0000` and `\\ud800`)."""
+    return text.replace("\x00", "\\0").encode("utf-8", "replace").decode("utf-8")
+
+
 def _shrunk(value: Any, limit: int) -> Any:
     if isinstance(value, str):
-        return cut(value, limit)
+        return _storable(cut(value, limit))
     if isinstance(value, dict):
-        return {key: _shrunk(item, limit) for key, item in value.items()}
+        return {_storable(str(key)): _shrunk(item, limit) for key, item in value.items()}
     if isinstance(value, list):
         return [_shrunk(item, limit) for item in value]
     return value

@@ -111,6 +111,20 @@ def test_a_long_output_is_cut_head_and_tail_and_says_so(ann):
     assert tool.size <= MAX_EVENT_BYTES
 
 
+def test_output_with_a_nul_and_a_lone_surrogate_is_stored(ann):
+    client = api(token_issue(agent=ann, kind="api"))
+    body = '{"command": "cat blob", "output": "a\\u0000b\\ud800c"}'
+    data = '{"\\u0000path": "x\\u0000"}'  # in a key too, where an API call's body records it
+
+    answer = client.post("/api/v1/trajectory/events", body, content_type="application/json")
+    client.post("/api/v1/data", data, content_type="application/json")
+
+    assert answer.status_code == 201
+    (tool,) = events(ann, "tool_call")
+    assert tool.payload["output"] == "a\\0b?c"
+    assert events(ann, "api_call")[-1].payload["body"] == {"\\0path": "x\\0"}
+
+
 def test_past_the_day_bound_events_are_dropped_and_counted(ann, settings):
     settings.AGENTS_TRAJECTORY_DAY_EVENTS = 1
     client = api(token_issue(agent=ann, kind="api"))
