@@ -16,7 +16,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from agents import trajectory
 from agents.models import Agent, TrajectoryDay, TrajectoryEvent, Upstream
 from agents.services import agent_create, token_issue
-from agents.trajectory import MAX_EVENT_BYTES, ReplyCollector, model_call_record
+from agents.trajectory import MAX_EVENT_BYTES, REPLY_CHARS, ReplyCollector, model_call_record
 from tests.factories import agent_with_gpu_hours, running_phase
 from tests.support.scripted_llm import Script
 
@@ -235,6 +235,15 @@ def test_a_model_call_keeps_the_system_prompt_and_the_last_messages_cut(ann):
         {"id": "call_1", "name": "shell", "arguments": '{"command": "pytest -q"}'}
     ]
     assert event.payload["cost_usd"] == "0.01" and event.payload["prompt_tokens"] == 9000
+
+
+def test_a_whole_reply_is_collected_up_to_its_bound():
+    reply = ReplyCollector()
+    call = {"id": "call_9", "function": {"name": "editor", "arguments": "{}"}}
+    message = {"content": "z" * (REPLY_CHARS + 10), "tool_calls": [call]}
+    reply.add_completion({"choices": [{"message": message}]})
+    assert reply.text() == "z" * REPLY_CHARS + "…[reply cut]"
+    assert reply.calls() == [{"id": "call_9", "name": "editor", "arguments": "{}"}]
 
 
 @pytest.mark.slow
