@@ -11,6 +11,8 @@ from agents.models import (
     Nomination,
     NomineeCopy,
     ProxyCall,
+    TrajectoryDay,
+    TrajectoryEvent,
     Upstream,
 )
 from arena.admin_records import RecordAdmin
@@ -130,3 +132,18 @@ class JournalEntryAdmin(RecordAdmin):
     list_filter = ["kind", "agent", "phase"]
     search_fields = ["text"]
     date_hierarchy = "created_at"
+
+
+@admin.register(TrajectoryEvent)
+class TrajectoryEventAdmin(RecordAdmin):
+    """Organizers read an agent's trajectory here; PostgreSQL refuses any change anyway."""
+
+    list_display = ["id", "created_at", "agent", "kind", "reported", "size"]
+    list_filter = ["kind", "reported", "agent"]
+    date_hierarchy = "created_at"
+
+
+@admin.register(TrajectoryDay)
+class TrajectoryDayAdmin(RecordAdmin):
+    list_display = ["day", "agent", "events", "bytes", "dropped"]
+    list_filter = ["agent"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import time
 from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
@@ -20,6 +21,7 @@ from agents.journal import JournalRefused, journal_add, journal_entries
 from agents.models import Agent, Checkpoint, DataRecord, JournalEntry, Nomination
 from agents.selectors import agent_budget, agent_for_token, agent_job
 from agents.services import RegistrationRefused, checkpoint_register, data_register, nomination_set
+from agents.trajectory import ToolCallRefused, TrajectoryDayFull, api_call_record, tool_call_record
 from cluster.backends.base import JobRequest, SubmitRefused
 from cluster.models import ClusterAccount, Job
 from cluster.sandbox_files import UnsafePath, kind_of, locate
@@ -33,7 +35,11 @@ def error(status: int, message: str, code: str) -> JsonResponse:
     return JsonResponse({"error": {"message": message, "code": code}}, status=status)
 
 
-def agent_api(*methods: str) -> Callable[[View], View]:
+def agent_api(*methods: str, record_body: bool = True) -> Callable[[View], View]:
+    """An agent API view: token auth, allowed methods, and each authenticated call recorded
+    in the agent's trajectory (`agents.trajectory`; `record_body=False` for a view whose body
+    is recorded as an event of its own)."""
+
     def decorate(view: View) -> View:
         @csrf_exempt  # token-authenticated, no cookies: CSRF does not apply
         @wraps(view)
@@ -50,7 +56,20 @@ def agent_api(*methods: str) -> Callable[[View], View]:
                 return error(
                     401, "missing or invalid API token (see ~/.arena/config)", "unauthorized"
                 )
-            return view(request, agent, *args, **kwargs)
+            started, status = time.monotonic(), 500
+            try:
+                response = view(request, agent, *args, **kwargs)
+                status = response.status_code
+                return response
+            finally:  # never raises: a failure to record is logged
+                duration_ms = round((time.monotonic() - started) * 1000)
+                api_call_record(
+                    agent=agent,
+                    request=request,
+                    status=status,
+                    duration_ms=duration_ms,
+                    with_body=record_body,
+                )
 
         return wrapper
 
@@ -348,3 +367,18 @@ def journal_json(entry: JournalEntry) -> dict[str, Any]:
         "id": entry.pk, "kind": entry.kind, "text": entry.text,
         "phase": entry.phase.label if entry.phase else None, "created_at": entry.created_at.isoformat(),
     }  # fmt: skip
+
+
+@agent_api("POST", record_body=False)
+def trajectory_events(request: HttpRequest, agent: Agent) -> JsonResponse:
+    """Append a tool call the agent's harness reports. Append only: no route reads it back."""
+    body = json_body(request)
+    if isinstance(body, JsonResponse):
+        return body
+    try:
+        event = tool_call_record(agent=agent, report=body)
+    except ToolCallRefused as refused:
+        return error(400, str(refused), "bad_request")
+    except TrajectoryDayFull as full:
+        return error(429, f"{full}: try again tomorrow (UTC)", "trajectory_full")
+    return JsonResponse({"id": event.pk, "recorded_at": event.created_at.isoformat()}, status=201)

@@ -366,6 +366,37 @@ OPENAPI: dict[str, Any] = {
                 },
             },
         },
+        "/trajectory/events": {
+            "post": {
+                "operationId": "trajectory_append",
+                "summary": "report a tool call your harness ran, for your trajectory (append "
+                "only: nothing reads it back). Recorded as reported by you; model and API calls "
+                "are recorded by the platform itself",
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "required": ["command"],
+                                "properties": {
+                                    "command": {"type": "string"},
+                                    "output": {"type": "string"},
+                                    "exit_code": {"type": ["integer", "null"]},
+                                    "duration_s": {"type": ["number", "null"]},
+                                    "tool": {"type": "string", "default": "shell"},
+                                },
+                            }
+                        }
+                    },
+                },
+                "responses": {
+                    "201": _reply("the event's id and time", {"type": "object"}),
+                    **_ERRORS,
+                    "429": _reply("your trajectory's bound for the day is reached", _ERROR),
+                },
+            }
+        },
         "/votes": {
             "get": {
                 "operationId": "votes_export",

@@ -254,3 +254,51 @@ class JournalEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.agent} {self.kind} {self.pk}"
+
+
+class TrajectoryEvent(models.Model):
+    """One step of an agent's work, recorded outside its sandbox (`agents.trajectory`).
+    Append-only, enforced by PostgreSQL: a trigger (migration 0007) refuses every UPDATE and
+    DELETE of this table, whoever sends it. `reported` marks what the agent's harness told the
+    platform (tool calls) apart from what the platform saw itself (model and API calls)."""
+
+    class Kind(models.TextChoices):
+        MODEL_CALL = "model_call", "model call (seen by the proxy)"
+        API_CALL = "api_call", "platform API call (seen by the agent API)"
+        TOOL_CALL = "tool_call", "tool call (reported by the agent's harness)"
+
+    id = models.BigAutoField(primary_key=True)  # the order of events: ascending ids
+    agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="trajectory")
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    reported = models.BooleanField(
+        help_text="true: the agent's harness reported it; false: the platform observed it"
+    )
+    payload = models.JSONField(help_text="bounded: see agents.trajectory for the limits")
+    size = models.PositiveIntegerField(help_text="bytes of the payload as JSON")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["agent", "id"], name="trajectory_by_agent")]
+
+    def __str__(self) -> str:
+        return f"{self.agent} {self.kind} #{self.pk}"
+
+
+class TrajectoryDay(models.Model):
+    """An agent's trajectory volume on one UTC day: events and bytes admitted, and what was
+    dropped past the day's bounds (so a gap in the trajectory is visible, never silent)."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="+")
+    day = models.DateField()
+    events = models.PositiveIntegerField(default=0)
+    bytes = models.PositiveBigIntegerField(default=0)
+    dropped = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["agent", "day"], name="one_trajectory_day_per_agent")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.agent} {self.day}: {self.events} events, {self.dropped} dropped"

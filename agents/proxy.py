@@ -40,6 +40,7 @@ from agents.credit import (
 from agents.models import Agent, ProxyCall, Upstream
 from agents.pricing import PricedRequest, Unpriceable, price_request
 from agents.selectors import agent_for_proxy_token, upstreams_active
+from agents.trajectory import ReplyCollector, model_call_record
 
 T = TypeVar("T")
 
@@ -141,6 +142,7 @@ class _Exchange:
         self.priced = priced
         self.started = time.monotonic()
         self.call: ProxyCall | None = None
+        self.reply = ReplyCollector()  # for the agent's trajectory
 
     def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json"}
@@ -193,6 +195,13 @@ class _Exchange:
             latency_ms=round((time.monotonic() - self.started) * 1000),
         )  # fmt: skip
         await asyncio.shield(settle)
+        record = sync_to_async(_with_fresh_connection)(
+            model_call_record, agent=self.agent, model=self.upstream.name,
+            request_body=self.priced.body, reply=self.reply, status=outcome.status,
+            prompt_tokens=prompt or 0, completion_tokens=completion or 0, cost_usd=cost,
+            latency_ms=round((time.monotonic() - self.started) * 1000), error=error,
+        )  # fmt: skip
+        await asyncio.shield(record)  # never raises: a failure to record is logged
 
     async def whole(self) -> HttpResponse:
         refused = await self._reserve()
@@ -229,6 +238,7 @@ class _Exchange:
             outcome.error = "the upstream's answer is not JSON"
             return _error(502, "the upstream model's answer was not JSON", "upstream_error")
         outcome.status, outcome.usage = 200, data.get("usage")
+        self.reply.add_completion(data)
         data["model"] = self.upstream.name
         return JsonResponse(data)
 
@@ -304,6 +314,7 @@ class _Exchange:
         if not isinstance(chunk, dict):
             return line, usage
         usage = chunk.get("usage") or usage
+        self.reply.add_chunk(chunk)
         chunk["model"] = self.upstream.name
         return "data: " + json.dumps(chunk), usage
 

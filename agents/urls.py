@@ -14,4 +14,5 @@ urlpatterns = [
     path("api/v1/checkpoints", api.checkpoints, name="api-checkpoints"),
     path("api/v1/nomination", api.nomination, name="api-nomination"),
     path("api/v1/journal", api.journal, name="api-journal"),
+    path("api/v1/trajectory/events", api.trajectory_events, name="api-trajectory-events"),
 ]

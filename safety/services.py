@@ -11,7 +11,7 @@ import hashlib
 import json
 import stat
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,6 +22,7 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from agents.models import Agent, Checkpoint, DataRecord, Nomination, NomineeCopy
+from agents.trajectory import trajectory_dropped, trajectory_lines
 from arena.competition.models import Competition, Phase
 from arena.phases.models import FeedbackBundle
 from cluster.sandbox_files import (
@@ -38,7 +39,6 @@ from safety.judge import ChatCompletionsJudge, JudgeError, TrajectoryJudge, exce
 from safety.models import Finding, JudgeReview
 from safety.ngrams import EvalItemLike, ItemIndex
 
-DEFAULT_TRAJECTORY = ".arena/trajectory.jsonl"
 JUDGE_EXCERPT_CHARS = 24_000
 MAX_EVIDENCE_MATCHES = 50
 CHECKPOINT_TEXT_FILES = ("tokenizer_config.json", "chat_template.jinja", "chat_template.json")
@@ -149,7 +149,6 @@ def audit_run(
     phase: Phase | None = None,
     items: Iterable[EvalItemLike] | None = None,
     judge: TrajectoryJudge | None = None,
-    trajectory: str = DEFAULT_TRAJECTORY,
     log: Log = lambda line: None,
 ) -> AuditReport:
     """Audit the named agents (all by default), their nominations in `phase` (all phases by
@@ -197,7 +196,7 @@ def audit_run(
     if judge is not None:
         for agent in agents:
             log(f"[{agent.name}] trajectory judge ({judge.name})")
-            _audit_trajectory(run, agent, judge, trajectory)
+            _audit_trajectory(run, agent, judge)
     log(
         f"done: {report.files_scanned} files, {report.records_scanned} records; "
         f"{len(report.created)} new finding(s), {len(report.refreshed)} seen before"
@@ -691,21 +690,24 @@ def _audit_model_card(run: _Run, nomination: Nomination) -> None:
 # --- the trajectory judge --------------------------------------------------------------------
 
 
-def _audit_trajectory(run: _Run, agent: Agent, judge: TrajectoryJudge, trajectory: str) -> None:
-    if not agent.sandbox:
-        return
-    try:
-        path = locate(Path(agent.sandbox), trajectory)
-        if path.stat().st_size > files.MAX_DATA_FILE_BYTES:
-            raise UnsafePath(f"{path} is larger than {files.MAX_DATA_FILE_BYTES} bytes")
-        lines = list(files.text_lines(path))
-    except FileNotFoundError:
-        run.log(f"  no trajectory at {Path(agent.sandbox) / trajectory}")
-        return
-    except (OSError, ValueError) as refused:  # a link, a FIFO, too large
-        run.report.skipped.append(f"{agent.name}: trajectory not read ({refused})")
-        return
-    pieces = excerpts(lines, max_chars=JUDGE_EXCERPT_CHARS)
+def _audit_trajectory(run: _Run, agent: Agent, judge: TrajectoryJudge) -> None:
+    """Judge the trajectory the platform recorded (`agents.trajectory`), never a file in the
+    sandbox: the agent can edit its files, not the store. Excerpts are numbered by position in
+    the agent's trajectory; the store is append-only, so every excerpt but the last is the
+    same on each run and the judge's cache (`JudgeReview`) holds."""
+    ids: list[int] = []
+
+    def lines() -> Iterator[str]:
+        for event_id, line in trajectory_lines(agent):
+            ids.append(event_id)
+            yield line
+
+    dropped = trajectory_dropped(agent)
+    if dropped:
+        run.report.skipped.append(
+            f"{agent.name}: {dropped} trajectory event(s) dropped past the daily bounds"
+        )
+    pieces = excerpts(lines(), max_chars=JUDGE_EXCERPT_CHARS)
     for first, last, text in pieces:
         digest = hashlib.sha256(text.encode()).hexdigest()
         review = JudgeReview.objects.filter(agent=agent, judge=judge.name, digest=digest).first()
@@ -737,8 +739,9 @@ def _audit_trajectory(run: _Run, agent: Agent, judge: TrajectoryJudge, trajector
                 severity=review.verdict["severity"],
                 summary=review.verdict["summary"] or f"the judge flagged lines {first}-{last}",
                 evidence={
-                    "trajectory": str(path),
+                    "trajectory": "recorded by the platform",
                     "lines": [first, last],
+                    "events": [ids[first - 1], ids[last - 1]],
                     "judge": judge.name,
                     "rule": review.verdict["rule"],
                     "quotes": review.verdict["quotes"],

@@ -92,7 +92,7 @@ def test_the_openapi_schema_describes_the_served_routes(arena):
         "data_list", "data_register", "checkpoints_list", "checkpoints_register",
         "nominations_list", "nominate", "votes_export", "leaderboard", "evals",
         "eval_runs_list", "eval_runs_start", "eval_runs_show", "eval_runs_cancel",
-        "journal_list", "journal_add",
+        "journal_list", "journal_add", "trajectory_append",
     }  # fmt: skip
 
 

@@ -10,7 +10,7 @@ from arena.competition.models import Phase
 from safety.judge import TrajectoryJudge
 from safety.models import Finding
 from safety.selectors import findings_for_dashboard
-from safety.services import DEFAULT_TRAJECTORY, audit_run, finding_set_status, judge_from_settings
+from safety.services import audit_run, finding_set_status, judge_from_settings
 
 
 class Command(BaseCommand):
@@ -21,11 +21,6 @@ class Command(BaseCommand):
         run = actions.add_parser("run", help="audit agents (all by default); safe to re-run")
         run.add_argument("--agent", action="append", dest="agents", metavar="NAME")
         run.add_argument("--phase", metavar="LABEL", help="only this phase's nominations")
-        run.add_argument(
-            "--trajectory",
-            default=DEFAULT_TRAJECTORY,
-            help=f"the trajectory log, relative to the sandbox ({DEFAULT_TRAJECTORY})",
-        )
         run.add_argument("--judge-model", help="judge model name (default SAFETY_JUDGE_MODEL)")
         run.add_argument("--judge-url", help="OpenAI-compatible base URL (default: the API proxy)")
         run.add_argument(
@@ -95,7 +90,6 @@ class Command(BaseCommand):
                 agent_names=options["agents"],
                 phase=self._phase(options["phase"]),
                 judge=self._judge(options),
-                trajectory=options["trajectory"],
                 log=self.stdout.write,
             )
         except ValueError as exc:
