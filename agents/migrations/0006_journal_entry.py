@@ -7,6 +7,8 @@ import django.db.models.deletion
 import django.utils.timezone
 from django.db import migrations, models
 
+from agents.migrations._vendor_sql import vendor_sql
+
 POSTGRESQL_FORWARD = """
 CREATE FUNCTION agents_journalentry_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -32,20 +34,6 @@ SQLITE_BACKWARD = [
     f"DROP TRIGGER IF EXISTS agents_journalentry_no_{op}" for op in ("update", "delete")
 ]
 
-
-def _run(statements_by_vendor):
-    def run(apps, schema_editor):
-        vendor = schema_editor.connection.vendor
-        if vendor not in statements_by_vendor:
-            raise RuntimeError(
-                f"the journal's append-only trigger is written for PostgreSQL and SQLite, not "
-                f"{vendor}: add it for this database before migrating"
-            )
-        statements = statements_by_vendor[vendor]
-        for statement in [statements] if isinstance(statements, str) else statements:
-            schema_editor.execute(statement, params=None)  # no placeholders: `%` is plpgsql
-
-    return run
 
 
 class Migration(migrations.Migration):
@@ -109,7 +97,13 @@ class Migration(migrations.Migration):
             },
         ),
         migrations.RunPython(
-            _run({"postgresql": POSTGRESQL_FORWARD, "sqlite": SQLITE_FORWARD}),
-            _run({"postgresql": POSTGRESQL_BACKWARD, "sqlite": SQLITE_BACKWARD}),
+            vendor_sql(
+                "the journal's append-only trigger",
+                {"postgresql": POSTGRESQL_FORWARD, "sqlite": SQLITE_FORWARD},
+            ),
+            vendor_sql(
+                "the journal's append-only trigger",
+                {"postgresql": POSTGRESQL_BACKWARD, "sqlite": SQLITE_BACKWARD},
+            ),
         ),
     ]

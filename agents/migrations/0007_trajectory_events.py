@@ -4,6 +4,8 @@ import django.db.models.deletion
 import django.utils.timezone
 from django.db import migrations, models
 
+from agents.migrations._vendor_sql import vendor_sql
+
 # The trajectory is append-only in the database itself, not only in the code: a trigger
 # refuses every UPDATE and DELETE statement on the table, from any client. (TRUNCATE is left
 # alone: the test suite empties tables with it between live-server tests; no code path of the
@@ -34,20 +36,6 @@ SQLITE_BACKWARD = [
     f"DROP TRIGGER IF EXISTS agents_trajectory_no_{op}" for op in ("update", "delete")
 ]
 
-
-def _run(statements_by_vendor):
-    def run(apps, schema_editor):
-        vendor = schema_editor.connection.vendor
-        if vendor not in statements_by_vendor:
-            raise RuntimeError(
-                f"the trajectory's append-only trigger is written for PostgreSQL and SQLite, "
-                f"not {vendor}: add it for this database before migrating"
-            )
-        statements = statements_by_vendor[vendor]
-        for statement in [statements] if isinstance(statements, str) else statements:
-            schema_editor.execute(statement, params=None)  # no placeholders: `%` is plpgsql
-
-    return run
 
 
 class Migration(migrations.Migration):
@@ -128,7 +116,13 @@ class Migration(migrations.Migration):
             },
         ),
         migrations.RunPython(
-            _run({"postgresql": POSTGRESQL_FORWARD, "sqlite": SQLITE_FORWARD}),
-            _run({"postgresql": POSTGRESQL_BACKWARD, "sqlite": SQLITE_BACKWARD}),
+            vendor_sql(
+                "the trajectory's append-only trigger",
+                {"postgresql": POSTGRESQL_FORWARD, "sqlite": SQLITE_FORWARD},
+            ),
+            vendor_sql(
+                "the trajectory's append-only trigger",
+                {"postgresql": POSTGRESQL_BACKWARD, "sqlite": SQLITE_BACKWARD},
+            ),
         ),
     ]
