@@ -175,3 +175,24 @@ def credit_phase_grant(*, agent_ids: list[int], amount: Decimal) -> int:
         credit_limit=F("credit_spent") + F("credit_reserved") + amount,
         credit_period=F("credit_period") + 1,
     )
+
+
+class ScaffoldBudgetBelowSpending(ValueError):
+    pass
+
+
+def scaffold_budget_set(*, agent: Agent, limit_usd: Decimal) -> Agent:
+    """Set the agent's scaffold budget (issue 15, item 2): what its harness's own model calls
+    may cost in all, apart from its API credit. Never below what is spent and reserved."""
+    if limit_usd < 0:
+        raise ValueError("a scaffold budget cannot be negative")
+    changed = Agent.objects.filter(
+        pk=agent.pk, scaffold_credit_spent__lte=limit_usd - F("scaffold_credit_reserved")
+    ).update(scaffold_credit_limit=limit_usd)
+    agent.refresh_from_db()
+    if not changed:
+        raise ScaffoldBudgetBelowSpending(
+            f"{agent.name} has spent ${agent.scaffold_credit_spent} and reserved "
+            f"${agent.scaffold_credit_reserved} of its scaffold budget: ${limit_usd} is less"
+        )
+    return agent

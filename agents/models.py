@@ -28,11 +28,28 @@ class Agent(models.Model):
     credit_period = models.PositiveIntegerField(
         default=0, help_text="how many phase grants the credit has had"
     )
+    # The agent's scaffold's own model calls (issue 15, item 2): a second ledger, kept apart
+    # from the $300 the agent spends on its research, under a limit the organizers set.
+    scaffold_credit_limit = models.DecimalField(**USD, default=Decimal("0"))
+    scaffold_credit_spent = models.DecimalField(**USD, default=Decimal("0"))
+    scaffold_credit_reserved = models.DecimalField(**USD, default=Decimal("0"))
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["name"]
         constraints = [
+            models.CheckConstraint(
+                condition=models.Q(scaffold_credit_spent__gte=0)
+                & models.Q(scaffold_credit_reserved__gte=0),
+                name="agent_scaffold_credit_not_negative",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(
+                    scaffold_credit_spent__lte=models.F("scaffold_credit_limit")
+                    - models.F("scaffold_credit_reserved")
+                ),
+                name="agent_scaffold_credit_never_overspent",
+            ),
             models.CheckConstraint(
                 condition=models.Q(credit_spent__gte=0) & models.Q(credit_reserved__gte=0),
                 name="agent_credit_not_negative",
@@ -57,6 +74,9 @@ class AgentToken(models.Model):
         # billed to the agent like its own calls, held by the platform's job, never by the
         # agent; one per run, revoked when the run ends (evalsuite/on_demand.py).
         JUDGE = "judge"
+        # The LLM API proxy for the agent's scaffold (the harness's own model calls), billed
+        # to the scaffold ledger; held by the run's supervisor, one per run attempt.
+        SCAFFOLD = "scaffold"
 
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="tokens")
     kind = models.CharField(max_length=8, choices=Kind.choices)
@@ -96,7 +116,12 @@ class ProxyCall(models.Model):
     the call is in flight (`status` 0); settling claims the row once, so the proxy and the
     reconciler (`credit_reservations_reconcile`) never both settle a call."""
 
+    class Budget(models.TextChoices):
+        API = "api", "the agent's API credit"
+        SCAFFOLD = "scaffold", "the scaffold's credit"
+
     agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="proxy_calls")
+    budget = models.CharField(max_length=8, choices=Budget.choices, default=Budget.API)
     model = models.CharField(max_length=100)
     stream = models.BooleanField()
     status = models.PositiveSmallIntegerField(default=0, help_text="0 while in flight")

@@ -77,6 +77,18 @@ def judge_token_revoke(token_id: int | None) -> None:
         AgentToken.objects.filter(pk=token_id, revoked_at=None).update(revoked_at=timezone.now())
 
 
+def scaffold_token_issue(*, agent: Agent) -> str:
+    """A proxy token billed to the agent's scaffold ledger, for one run attempt of its
+    harness; the agent's earlier scaffold tokens are revoked. The supervisor holds it."""
+    return token_issue(agent=agent, kind=AgentToken.Kind.SCAFFOLD)
+
+
+def scaffold_tokens_revoke(*, agent: Agent) -> int:
+    return AgentToken.objects.filter(
+        agent=agent, kind=AgentToken.Kind.SCAFFOLD, revoked_at=None
+    ).update(revoked_at=timezone.now())
+
+
 @dataclass(frozen=True)
 class Provisioned:
     agent: Agent

@@ -326,7 +326,9 @@ def _launch(config: dict) -> dict:
         folder.chmod(0o700)
         nproc = MAX_PROCESSES if uid is not None else _own_tasks(os.geteuid()) + MAX_PROCESSES
         extra = {"user": uid, "group": gid, "extra_groups": []} if uid is not None else {}
-        cpu_s = max(1, int(timeout_s + 0.999))
+        # The wall clock is the limit that speaks; the CPU limit, a second above it, is the
+        # backstop should this launcher be starved of the CPU itself.
+        cpu_s = max(1, int(timeout_s + 0.999)) + 1
         try:
             process = subprocess.Popen(
                 [config["python"], "-I", "-B", str(script)],
@@ -351,6 +353,8 @@ def _launch(config: dict) -> dict:
                 timed_out = True
         _kill_everything(process.pid)
         returncode = None if timed_out else process.wait()
+        if returncode == -signal.SIGXCPU:  # it spent its time on the CPU instead of the clock
+            returncode, timed_out = None, True
         return {
             "returncode": returncode,
             "output": base64.b64encode(head).decode(),

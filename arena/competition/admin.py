@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from arena.competition.models import Competition, Phase
+from arena.competition.models import Competition, CompetitionAgent, Phase
 
 
 class PhaseInline(admin.TabularInline):
@@ -16,6 +16,12 @@ class CompetitionAdmin(admin.ModelAdmin):
     list_display = ["name", "base_model", "instruct_model", "created_at"]
     search_fields = ["name"]
     inlines = [PhaseInline]
+
+
+@admin.register(CompetitionAgent)
+class CompetitionAgentAdmin(admin.ModelAdmin):
+    list_display = ["competition", "name", "harness", "model", "scaffold_budget_usd"]
+    list_filter = ["competition", "harness"]
 
 
 @admin.register(Phase)

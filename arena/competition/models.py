@@ -17,10 +17,48 @@ class Competition(models.Model):
     instruct_model = models.CharField(
         max_length=1000, blank=True, help_text="the instruct reference"
     )
+    live_public_delay_minutes = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="show agents' trajectories to the public this many minutes late; empty: never",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:
         return self.name
+
+
+class CompetitionAgent(models.Model):
+    """An agent the competition fields, and what runs it (issue 15): the harness that drives
+    it, the model its scaffold calls through the platform's gateway, and that scaffold's
+    budget, apart from the agent's own API credit."""
+
+    class Harness(models.TextChoices):
+        ARENA = "arena", "the platform's own harness"
+        COMMAND = "command", "a command the organizers bring"
+        NONE = "none", "none: the agent is run by hand"
+
+    competition = models.ForeignKey(Competition, on_delete=models.CASCADE, related_name="agents")
+    name = models.SlugField(max_length=32, help_text="the agent's name")
+    harness = models.CharField(max_length=16, choices=Harness.choices, default=Harness.ARENA)
+    model = models.CharField(
+        max_length=100, blank=True, help_text="the upstream (proxy model name) the scaffold calls"
+    )
+    command = models.JSONField(
+        default=list, blank=True, help_text="argv of a `command` harness, run in the sandbox"
+    )
+    scaffold_budget_usd = models.DecimalField(
+        max_digits=10, decimal_places=2, default=Decimal("50")
+    )
+
+    class Meta:
+        ordering = ["competition", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["competition", "name"], name="one_entry_per_agent")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.competition}: {self.name} ({self.harness})"
 
 
 class Phase(models.Model):
