@@ -196,7 +196,7 @@ def test_the_public_view_never_shows_an_event_younger_than_the_delay(ann):
     initial = initial_of(response)
     assert [e["command"] for e in initial["events"]] == ["old enough"]
     assert initial["delay_minutes"] == 30 and initial["public"] is True
-    assert "/ws/live/agents/ann/" == initial["socket"]
+    assert initial["socket"] == "/ws/live/agents/ann/"
     caught_up = Client().get(f"/live/agents/ann/events?after={old.pk}").json()
     assert caught_up == {"events": [], "more": False}
     latest = Client().get("/live/agents/ann/events").json()
