@@ -163,11 +163,30 @@ async def _send_bounded(group: str, message: dict[str, Any]) -> None:
         await asyncio.wait_for(layer.group_send(group, message), timeout=PUBLISH_TIMEOUT_S)
 
 
+_sending: set[asyncio.Task[None]] = set()  # sends handed to a running loop, kept till done
+
+
+def _log_failed_send(task: asyncio.Task[None]) -> None:
+    _sending.discard(task)
+    if not task.cancelled() and task.exception() is not None:
+        logger.warning("trajectory: could not push an event: %r", task.exception())
+
+
 def event_publish(event: TrajectoryEvent) -> None:
     """Push a committed event to its agent's staff sockets. Never raises."""
     try:
+        group = live_group(event.agent_id)
         message = {"type": "trajectory.event", "event": event_frame(event)}
-        async_to_sync(_send_bounded)(live_group(event.agent_id), message)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if loop is None:
+            async_to_sync(_send_bounded)(group, message)
+        else:  # called on a thread that runs an event loop: hand it the send, never block it
+            task = loop.create_task(_send_bounded(group, message))
+            _sending.add(task)
+            task.add_done_callback(_log_failed_send)
     except Exception:  # the event is stored; a page that missed it asks for it by id
         logger.warning(
             "trajectory: could not push event %s to the livestream", event.pk, exc_info=True

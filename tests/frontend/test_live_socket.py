@@ -94,6 +94,22 @@ async def test_staff_get_an_event_pushed_within_a_second_of_its_commit(ann):
 
 
 @pytest.mark.asyncio
+async def test_an_event_published_from_a_thread_running_an_event_loop_is_pushed_too(ann):
+    """Recorded by code on an event loop's thread (a browser driver's, an async worker's):
+    the send is handed to that loop rather than blocking it or being dropped."""
+    staff = await database_sync_to_async(session_cookie)(staff=True)
+    socket, connected, _ = await opened(STAFF_SOCKET, staff)
+    assert connected
+    stored = await database_sync_to_async(event_at)(ann, timezone.now(), "from a loop")
+
+    trajectory_live.event_publish(stored)  # on this test's own running loop
+
+    frame = await socket.receive_json_from(timeout=1)
+    assert (frame["type"], frame["event"]["id"]) == ("event", stored.pk)
+    await socket.disconnect()
+
+
+@pytest.mark.asyncio
 async def test_an_unknown_agent_is_refused_even_to_staff(ann):
     staff = await database_sync_to_async(session_cookie)(staff=True)
     socket, connected, code = await opened("/ws/organizer/agents/nobody/live/", staff)
