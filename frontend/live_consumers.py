@@ -36,7 +36,8 @@ log = logging.getLogger(__name__)
 
 STATUS_SECONDS = 3.0
 PUBLIC_POLL_SECONDS = 2.0
-CLOSE_FORBIDDEN, CLOSE_NOT_FOUND = 4403, 4404
+MAX_PUBLIC_SOCKETS = 500
+CLOSE_FORBIDDEN, CLOSE_NOT_FOUND, CLOSE_TOO_MANY = 4403, 4404, 4429
 
 
 def _after_param(scope: dict[str, Any]) -> int | None:
@@ -125,9 +126,12 @@ class AgentLiveConsumer(AsyncJsonWebsocketConsumer):
 
 
 class PublicLiveConsumer(AsyncJsonWebsocketConsumer):
-    """Anyone watching one agent, `live_public_delay_minutes` late."""
+    """Anyone watching one agent, `live_public_delay_minutes` late. Each socket reads the
+    database every few seconds, so one process holds at most `MAX_PUBLIC_SOCKETS` of them."""
 
     task: asyncio.Task[None] | None = None
+    open_sockets = 0  # in this process
+    counted = False
 
     async def connect(self) -> None:
         name = self.scope["url_route"]["kwargs"]["name"]
@@ -136,24 +140,36 @@ class PublicLiveConsumer(AsyncJsonWebsocketConsumer):
         if agent is None:
             await self.close(code=CLOSE_NOT_FOUND)
             return
+        if PublicLiveConsumer.open_sockets >= MAX_PUBLIC_SOCKETS:
+            await self.close(code=CLOSE_TOO_MANY)
+            return
+        PublicLiveConsumer.open_sockets += 1  # no await since the check: no other socket between
+        self.counted = True
         self.agent = agent
         await self.accept()
         self.task = asyncio.create_task(self._follow(_after_param(self.scope)))
 
     async def disconnect(self, code: int) -> None:
+        if self.counted:
+            PublicLiveConsumer.open_sockets -= 1
+            self.counted = False
         await _stop(self.task)
 
     async def _follow(self, after: int | None) -> None:
         if after is None:  # a socket that names no id hears only what comes from now on
             after = await database_sync_to_async(_latest_id)(self.agent)
         while True:
-            delay = await database_sync_to_async(public_delay)(self.agent.name)
-            if delay is None:  # switched off while watching
-                await self.close(code=CLOSE_NOT_FOUND)
-                return
-            frames, more = await database_sync_to_async(_page_after)(
-                self.agent, after, timezone.now() - delay, True
-            )
+            try:
+                delay = await database_sync_to_async(public_delay)(self.agent.name)
+                if delay is None:  # switched off while watching
+                    await self.close(code=CLOSE_NOT_FOUND)
+                    return
+                frames, more = await database_sync_to_async(_page_after)(
+                    self.agent, after, timezone.now() - delay, True
+                )
+            except Exception:  # a failed read skips one round; the next one tries again
+                log.exception("public livestream: could not read %s's events", self.agent.name)
+                frames, more = [], False
             if frames:
                 await self.send_json({"type": "events", "events": frames, "more": False})
                 after = frames[-1]["id"]

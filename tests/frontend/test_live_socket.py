@@ -220,6 +220,21 @@ async def test_the_public_socket_sends_an_event_once_it_is_old_enough(ann, monke
     await socket.disconnect()
 
 
+@pytest.mark.asyncio
+async def test_public_sockets_past_the_process_bound_are_refused(ann, monkeypatch):
+    monkeypatch.setattr(live_consumers, "MAX_PUBLIC_SOCKETS", 1)
+    await database_sync_to_async(public)(ann, 30)
+    first, connected, _ = await opened("/ws/live/agents/ann/?after=0")
+    assert connected
+    second, connected, code = await opened("/ws/live/agents/ann/?after=0")
+    assert (connected, code) == (False, live_consumers.CLOSE_TOO_MANY)
+    await first.disconnect()
+    third, connected, _ = await opened("/ws/live/agents/ann/?after=0")
+    assert connected, "a closed socket gives its place back"
+    await third.disconnect()
+    await second.disconnect()
+
+
 # -- the push never breaks the recording -----------------------------------------------------
 
 
