@@ -156,7 +156,9 @@ def test_the_index_lists_every_agent_with_its_live_page_and_the_dashboard_links_
     )
     assert 'href="/live/agents/ann"' in html and "30 min late" in html
     assert 'href="/live/agents/bob"' not in html
-    assert 'href="/organizer/agents/"' in staff.get("/organizer/").content.decode()
+    dashboard = staff.get("/organizer/").content.decode()
+    assert 'href="/organizer/agents/"' in dashboard
+    assert 'href="/organizer/agents/ann/live"' in dashboard  # each budget row names its page
 
 
 def test_an_unknown_agent_is_404(staff):
