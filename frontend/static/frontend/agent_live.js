@@ -117,7 +117,7 @@
     list.replaceChildren();
     for (const entry of entries) {
       const item = el("li");
-      item.append(el("span", "muted", `${entry.at.replace("T", " ")} · ${entry.kind}`), el("p", "", entry.text));
+      item.append(el("span", "muted", `${entry.at.replace("T", " ").slice(0, 16)} UTC · ${entry.kind}`), el("p", "", entry.text));
       list.append(item);
     }
     $("no-journal").hidden = entries.length > 0;
