@@ -148,15 +148,25 @@ def _append(*, agent: Agent, kind: str, reported: bool, payload: dict[str, Any])
             agent=agent, day=day, events__lt=max_events, bytes__lte=max_bytes - size
         ).update(events=F("events") + 1, bytes=F("bytes") + size)
         if counted:
-            return TrajectoryEvent.objects.create(
+            event = TrajectoryEvent.objects.create(
                 agent=agent, kind=kind, reported=reported, payload=payload, size=size,
                 created_at=now,
             )  # fmt: skip
+            # Watchers hear of it only once it is committed; a rolled-back event never shows.
+            transaction.on_commit(lambda: _publish(event), robust=True)
+            return event
         TrajectoryDay.objects.filter(agent=agent, day=day).update(dropped=F("dropped") + 1)
     raise TrajectoryDayFull(  # after the savepoint: the dropped count stays
         f"{agent.name}'s trajectory holds its {max_events} events or {max_bytes} bytes for"
         f" {day}; the event was dropped"
     )
+
+
+def _publish(event: TrajectoryEvent) -> None:
+    # Imported here: trajectory_live builds on this module (its `cut`). It never raises.
+    from agents.trajectory_live import event_publish
+
+    event_publish(event)
 
 
 def _observed(*, agent: Agent, kind: str, payload: dict[str, Any]) -> TrajectoryEvent | None:

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from frontend import leaderboard_views, organizer_views, organizer_voters, views
+from frontend import leaderboard_views, live_views, organizer_views, organizer_voters, views
 
 urlpatterns = [
     path("", views.arena_page, name="arena"),
@@ -18,4 +18,17 @@ urlpatterns = [
     path("api/leaderboard", leaderboard_views.leaderboard_json, name="leaderboard-json"),
     path("organizer/", organizer_views.dashboard, name="organizer"),
     path("organizer/voters/", organizer_voters.voters_page, name="organizer-voters"),
+    path("organizer/agents/", live_views.agents_index, name="organizer-agents"),
+    path("organizer/agents/<slug:name>/live", live_views.agent_live, name="organizer-agent-live"),
+    path(
+        "organizer/agents/<slug:name>/live/events",
+        live_views.agent_live_events,
+        name="organizer-agent-live-events",
+    ),
+    path("live/agents/<slug:name>", live_views.public_live, name="public-agent-live"),
+    path(
+        "live/agents/<slug:name>/events",
+        live_views.public_live_events,
+        name="public-agent-live-events",
+    ),
 ]
