@@ -455,5 +455,10 @@ def evaluations_queue_served(
         if not todo:
             return []
         return evaluations_queue(
-            phase=phase, contestants=todo, max_tokens=max_tokens, backend=backend
+            phase=phase,
+            contestants=todo,
+            # The benchmarks the competition file declares; none declared: the whole registry.
+            benchmark_names=list(phase.competition.benchmarks) or None,
+            max_tokens=max_tokens,
+            backend=backend,
         )
