@@ -26,6 +26,7 @@ another one is under way.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -85,7 +86,9 @@ class Change:
 
     def __str__(self) -> str:
         text = f"{self.subject}: {self.what}"
-        if self.old or self.new:
+        if self.what == "created":
+            text += f" ({self.new})"
+        elif self.old or self.new:
             text += f" {self.old or '(none)'} -> {self.new or '(none)'}"
         return text + (f"  REFUSED: {self.refused}" if self.refused else "")
 
@@ -268,7 +271,7 @@ def _scaffold_budget_change(plan: _Plan, spec: AgentSpec) -> None:
         return
     used = agent.scaffold_credit_spent + agent.scaffold_credit_reserved
     refused = (
-        f"it has spent and reserved ${used} of it already"
+        f"it has spent and reserved ${used:.2f} of it already"
         if spec.scaffold_budget_usd < used
         else ""
     )
@@ -276,8 +279,8 @@ def _scaffold_budget_change(plan: _Plan, spec: AgentSpec) -> None:
         Change(
             f"agent {spec.name}",
             "scaffold budget in force",
-            f"${agent.scaffold_credit_limit}",
-            f"${spec.scaffold_budget_usd}",
+            f"${agent.scaffold_credit_limit:.2f}",
+            f"${spec.scaffold_budget_usd:.2f}",
             refused,
         )
     )
@@ -394,7 +397,7 @@ def _phase_refusal(
     if key == "ends_at":
         return "it runs: it cannot end in the past" if new <= now else ""
     if key in usage and new < usage[key]:
-        return f"it runs: an agent has used {usage[key]} of it"
+        return f"it runs: an agent has used {usage[key]:.2f} of it"
     return ""
 
 
@@ -442,8 +445,8 @@ def _show(value: Any) -> str:
         return ""
     if isinstance(value, datetime):
         return timezone.localtime(value).isoformat(timespec="seconds")
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(map(str, value)) + "]" if value else "[] (all)"
+    if isinstance(value, list | tuple):  # JSON: an argument may hold a comma or a space
+        return json.dumps(list(value)) if value else "[] (all)"
     if isinstance(value, dict):
         return ", ".join(f"{k}={v}" for k, v in value.items()) or "(settings.py)"
     return str(value)

@@ -342,7 +342,11 @@ def _agents_parse(errors: list[str], value: Any) -> tuple[AgentSpec, ...]:
         if harness == CompetitionAgent.Harness.COMMAND and not entry.has("command"):
             errors.append(f"agents[{position}].command: missing (harness = 'command' runs it)")
         if harness != CompetitionAgent.Harness.COMMAND and entry.has("command"):
-            entry.error("command", command, f"only a 'command' harness runs one, not {harness!r}")
+            entry.error(
+                "command",
+                entry.table["command"],
+                f"only a 'command' harness runs one, not {harness!r}",
+            )
         if harness == CompetitionAgent.Harness.ARENA and not model:
             errors.append(f"agents[{position}].model: missing (the 'arena' harness calls it)")
         budget = entry.get("scaffold_budget_usd", _amount, Decimal("50"))
