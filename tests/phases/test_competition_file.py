@@ -542,3 +542,31 @@ def test_the_demo_file_applies_on_embedded_sqlite(tmp_path):
     assert "competition.base_model: missing" in failed.stderr
     shown = manage("competition", "show", "--json")
     assert json.loads(shown.stdout)["name"] == "demo"
+
+
+@pytest.mark.slow
+@pytest.mark.django_db
+def test_provision_makes_the_declared_agents_and_sets_their_scaffold_budgets(
+    tmp_path, settings, capsys
+):
+    """`--provision` (as root) provisions each declared agent not provisioned yet, a real
+    Unix user with its sandbox, then sets its scaffold budget by applying the file again."""
+    from agents.sandboxes import UnixSandboxes
+    from agents.services import agent_deprovision
+
+    settings.AGENTS_SANDBOX_ROOT = tmp_path / "sandboxes"
+    text = CUP_TOML.replace('name = "alpha"', 'name = "cf_alpha"')
+    text = text.replace('name = "beta"', 'name = "cf_beta"')
+    Agent.objects.create(name="cf_beta", scaffold_credit_limit=Decimal("50"))  # already there
+    try:
+        call_command("competition", "apply", str(write(tmp_path, text)), "--provision")
+        out = capsys.readouterr().out
+        assert f"provisioned cf_alpha: sandbox {tmp_path}/sandboxes/agent_cf_alpha" in out
+        assert "  agent cf_alpha: scaffold budget in force $0.00 -> $80.00" in out
+        assert "not provisioned yet" not in out
+        alpha = Agent.objects.get(name="cf_alpha", active=True)
+        assert alpha.scaffold_credit_limit == Decimal("80")
+        assert Path(alpha.sandbox).stat().st_uid != 0  # its own Unix user's
+    finally:
+        if Agent.objects.filter(name="cf_alpha", active=True).exists():
+            agent_deprovision(name="cf_alpha", sandboxes=UnixSandboxes(tmp_path / "sandboxes"))

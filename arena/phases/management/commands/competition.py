@@ -82,7 +82,11 @@ class Command(BaseCommand):
         if missing and provision:
             sandboxes = UnixSandboxes(settings.AGENTS_SANDBOX_ROOT)
             for name in missing:
-                made = agent_provision(name=name, sandboxes=sandboxes)
+                try:
+                    made = agent_provision(name=name, sandboxes=sandboxes)
+                except Exception as error:  # one agent's failure does not stop the others
+                    self.stderr.write(f"provisioning {name} failed: {error}")
+                    continue
                 self.stdout.write(f"provisioned {name}: sandbox {made.agent.sandbox}")
             for change in competition_apply(spec):  # their scaffold budgets, now they exist
                 self.stdout.write(f"  {change}")
@@ -92,6 +96,8 @@ class Command(BaseCommand):
                 f"not provisioned yet: {', '.join(missing)} (`agents provision NAME`, then apply"
                 " the file again to set their scaffold budgets; or apply with --provision)"
             )
+            if provision:
+                raise CommandError(f"{len(missing)} agent(s) could not be provisioned")
 
     @staticmethod
     def _errors(path: Path, error: CompetitionFileError) -> str:
