@@ -519,9 +519,10 @@ def test_the_demo_file_applies_on_embedded_sqlite(tmp_path):
     env = {
         key: value
         for key, value in os.environ.items()
-        if key not in ("DATABASE_URL", "REDIS_URL") and not key.startswith("PYTEST")
+        if key != "REDIS_URL" and not key.startswith("PYTEST")
     }
     env["ARENA_VAR_DIR"] = str(tmp_path)
+    env["DATABASE_URL"] = f"sqlite:///{tmp_path}/arena.sqlite3"  # an absolute path: ////
 
     def manage(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(

@@ -1,6 +1,6 @@
 """Reading a competition file (TOML or YAML, one schema) into a typed `CompetitionSpec`, with
 no database: every error names its key path and the bad value, and all are reported at once.
-Unknown keys are errors, so a typo never passes silently. `competition_file.py` applies it.
+Unknown keys are errors, so a typo never passes silently. `apply.py` applies it.
 """
 
 from __future__ import annotations

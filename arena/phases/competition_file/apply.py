@@ -1,28 +1,4 @@
-"""A competition as a file (issue 15, item 6): one TOML or YAML file declares the models, the
-agents, the phases, the benchmarks and the arena settings; `competition apply` makes the
-database say the same, idempotently, and refuses what a phase under way forbids.
-
-* `competition_file_load(path)` reads and validates the file (`competition_spec.py`, pure).
-* `competition_diff(spec)` compares it with the database: the changes in words, each one
-  refused (with the reason) when a phase's state forbids it.
-* `competition_apply(spec)` makes them in one transaction, or makes none.
-
-The competition's name identifies it: a file with another name is another competition.
-
-Dates: "now" (a phase's `starts_at`) is read when that phase is first created; afterwards the
-stored start stands in for it, and lengths count from there, so applying the same file again,
-a minute or a week later, changes nothing. A phase without `starts_at` starts when the one
-before closes its arena (`arena_length`/`arena_closes_at`), or else when it ends.
-
-What a phase under way forbids (the rules are in `_phase_changes`, and in the README):
-the start and label of a phase that started; the end of a running phase moved into the past;
-anything of a frozen, serving or closed phase but when its arena closes (and nothing at all
-once closed); its feedback policy once started; a running phase's GPU-hours, API credit or
-storage below what an agent has used of it; removing a phase that started; the models once
-phase 1 started; the benchmarks once a phase was served (evaluated); removing an agent once
-phase 1 started; a scaffold budget below what the agent spent; and a second competition while
-another one is under way.
-"""
+"""Comparing a competition file with the database, and applying it (see the package doc)."""
 
 from __future__ import annotations
 
@@ -33,7 +9,6 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
@@ -41,30 +16,16 @@ from django.utils import timezone
 from agents.credit import scaffold_budget_set
 from agents.models import Agent
 from arena.competition.models import Competition, CompetitionAgent, Phase
-from arena.competition.selectors import ARENA_SETTING_DEFAULTS
-from arena.phases.competition_spec import (
+from arena.phases.competition_file.spec import (
     BUDGET_KEYS,
     NOW,
     AgentSpec,
     CompetitionFileError,
     CompetitionSpec,
     PhaseSpec,
-    competition_file_load,
 )
 from arena.phases.services import Engine, phase_limits_reapply
 from cluster.models import ClusterAccount, GpuLedger
-from evalsuite.registry import benchmarks as registry_benchmarks
-
-__all__ = [
-    "Change",
-    "CompetitionFileError",
-    "CompetitionSpec",
-    "competition_apply",
-    "competition_diff",
-    "competition_file_load",
-    "competition_show",
-    "competition_agents_unprovisioned",
-]
 
 STARTED = (Phase.State.RUNNING, Phase.State.FROZEN, Phase.State.SERVING, Phase.State.CLOSED)
 UNDER_WAY = (Phase.State.RUNNING, Phase.State.FROZEN, Phase.State.SERVING)
@@ -454,61 +415,3 @@ def _show(value: Any) -> str:
 
 def _describe(values: dict[str, Any]) -> str:
     return "; ".join(f"{key} {_show(value) or '(none)'}" for key, value in values.items())
-
-
-# --- reading back --------------------------------------------------------------------------
-def competition_agents_unprovisioned(competition: Competition) -> list[str]:
-    """The agents the competition declares that `agents provision` has not made yet."""
-    provisioned = set(Agent.objects.filter(active=True).values_list("name", flat=True))
-    return [row.name for row in competition.agents.all() if row.name not in provisioned]
-
-
-def competition_show(competition: Competition) -> dict[str, Any]:
-    """The competition's plan as plain data (what `competition show` prints)."""
-    agents = {agent.name: agent for agent in Agent.objects.filter(active=True)}
-    return {
-        "name": competition.name,
-        "base_model": competition.base_model,
-        "instruct_model": competition.instruct_model,
-        "live_public_delay_minutes": competition.live_public_delay_minutes,
-        "agents": [
-            {
-                "name": row.name,
-                "harness": row.harness,
-                "model": row.model,
-                "command": row.command,
-                "scaffold_budget_usd": str(row.scaffold_budget_usd),
-                "provisioned": row.name in agents,
-            }
-            for row in competition.agents.all()
-        ],
-        "phases": [
-            {
-                "number": phase.number,
-                "label": phase.label,
-                "state": phase.state,
-                "starts_at": phase.starts_at.isoformat(),
-                "ends_at": phase.ends_at.isoformat(),
-                "arena_closes_at": phase.arena_closes_at.isoformat()
-                if phase.arena_closes_at
-                else None,
-                "feedback": phase.feedback,
-                **{key: _plain(getattr(phase, key)) for key in BUDGET_KEYS},
-            }
-            for phase in competition.phases.order_by("number")
-        ],
-        "benchmarks": list(competition.benchmarks)
-        or [entry.name for entry in registry_benchmarks()],
-        "benchmarks_declared": bool(competition.benchmarks),
-        "arena": {
-            key: {
-                "value": competition.arena_settings.get(key, getattr(settings, setting)),
-                "from": "file" if key in competition.arena_settings else "settings",
-            }
-            for key, setting in ARENA_SETTING_DEFAULTS.items()
-        },
-    }
-
-
-def _plain(value: Any) -> Any:
-    return str(value) if isinstance(value, Decimal) else value
