@@ -571,3 +571,23 @@ def test_provision_makes_the_declared_agents_and_sets_their_scaffold_budgets(
     finally:
         if Agent.objects.filter(name="cf_alpha", active=True).exists():
             agent_deprovision(name="cf_alpha", sandboxes=UnixSandboxes(tmp_path / "sandboxes"))
+
+
+@pytest.mark.django_db
+def test_the_demo_starts_its_competition_from_its_file():
+    """As before the file: two phases starting now, 6 h and 3 h, each followed by 1 h of
+    arena, the first without feedback; its three reference agents run by hand."""
+    from frontend.competition_demo import DEMO_AGENTS, competition_start
+
+    before = timezone.now()
+    competition = competition_start(Path("/tiny/base"), Path("/tiny/instruct"))
+    assert (competition.base_model, competition.instruct_model) == ("/tiny/base", "/tiny/instruct")
+    one, two = competition.phases.order_by("number")
+    assert before <= one.starts_at <= timezone.now()
+    assert one.ends_at - one.starts_at == timedelta(hours=6)
+    assert (one.arena_closes_at, two.starts_at) == (one.ends_at + timedelta(hours=1),) * 2
+    assert two.ends_at - two.starts_at == timedelta(hours=3)
+    assert two.arena_closes_at == two.ends_at + timedelta(hours=1)
+    assert (one.feedback, two.feedback) == ("none", "own_battles")
+    harnesses = dict(competition.agents.values_list("name", "harness"))
+    assert harnesses == dict.fromkeys(DEMO_AGENTS, "none")
