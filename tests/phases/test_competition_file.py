@@ -27,6 +27,7 @@ from arena.phases.competition_file import (
     competition_apply,
     competition_diff,
     competition_file_load,
+    competition_spec_parse,
 )
 from arena.phases.services import Engine
 from cluster.backends.local import LocalBackend
@@ -591,3 +592,16 @@ def test_the_demo_starts_its_competition_from_its_file():
     assert (one.feedback, two.feedback) == ("none", "own_battles")
     harnesses = dict(competition.agents.values_list("name", "harness"))
     assert harnesses == dict.fromkeys(DEMO_AGENTS, "none")
+
+
+def test_a_file_without_its_tables_says_what_is_missing():
+    with pytest.raises(CompetitionFileError) as refused:
+        competition_spec_parse(None)  # an empty YAML file
+    assert refused.value.errors == [
+        "competition.name: missing",
+        "competition.base_model: missing",
+        "phases: missing (declare at least one phase: [[phases]])",
+    ]
+    with pytest.raises(CompetitionFileError) as refused:
+        competition_spec_parse([1])
+    assert refused.value.errors[0] == "(the file) = [1]: must be a table"

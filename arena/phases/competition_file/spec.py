@@ -111,7 +111,7 @@ class _Reader:
                 self.error(str(key), table[key], f"unknown key (known: {', '.join(known)})")
 
     def error(self, key: str, value: Any, why: str) -> None:
-        where = f"{self.path}.{key}" if key and self.path else key or self.path
+        where = f"{self.path}.{key}" if key and self.path else key or self.path or "(the file)"
         self.errors.append(f"{where} = {value!r}: {why}")
 
     def has(self, key: str) -> bool:
@@ -277,8 +277,6 @@ def competition_spec_parse(data: Any) -> CompetitionSpec:
     """The spec a parsed file (TOML or YAML, the same schema) declares."""
     errors: list[str] = []
     top = _Reader(errors, "", data if data is not None else {}, TOP_KEYS)
-    if not top.has("competition"):
-        errors.append("competition: missing")
     head = _Reader(errors, "competition", top.table.get("competition", {}), COMPETITION_KEYS)
     name = head.required("name", _text(100), "")
     base_model = head.required("base_model", _text(1000), "")
@@ -357,6 +355,9 @@ def _agents_parse(errors: list[str], value: Any) -> tuple[AgentSpec, ...]:
 
 
 def _phases_parse(errors: list[str], value: Any) -> tuple[PhaseSpec, ...]:
+    if value is None:
+        errors.append("phases: missing (declare at least one phase: [[phases]])")
+        return ()
     if not isinstance(value, list) or not value:
         errors.append(f"phases = {value!r}: declare at least one phase ([[phases]])")
         return ()
