@@ -443,6 +443,30 @@ def test_declared_arena_settings_govern_battles_and_votes_the_rest_come_from_set
     assert refused.value.code == "rate_limited"
 
 
+@pytest.mark.django_db
+def test_only_the_declared_benchmarks_are_queued_when_a_phase_is_served(tmp_path, settings):
+    from arena.phases.models import PhaseContestant
+    from arena.phases.services import evaluations_queue_served
+    from arena.serving.models import Contestant
+    from evalsuite.models import EvalRun
+
+    settings.VAR_DIR = tmp_path
+    competition_apply(cup(tmp_path))
+    phase = Phase.objects.get(competition__name="cup", number=1)
+    Phase.objects.filter(pk=phase.pk).update(state=Phase.State.SERVING)
+    base = factories.contestant("tiny-base")
+    Contestant.objects.filter(pk=base.pk).update(checkpoint_path="/models/base")
+    PhaseContestant.objects.create(
+        phase=phase, contestant=base, role=PhaseContestant.Role.REFERENCE,
+        checkpoint_path="/models/base",
+    )  # fmt: skip
+    # A scheduler that takes no job at all: the run is recorded, refused, and names its
+    # benchmarks, with nothing left running.
+    (run,) = evaluations_queue_served(backend=LocalBackend(log_dir=tmp_path / "jobs", max_queued=0))
+    assert (run.state, run.role) == (EvalRun.State.FAILED, EvalRun.Role.BASE)
+    assert run.benchmarks == ["gsm8k", "mmlu"]
+
+
 # --- the command ---------------------------------------------------------------------------
 @pytest.mark.django_db
 def test_the_command_shows_the_changes_applies_them_and_names_agents_to_provision(tmp_path, capsys):
