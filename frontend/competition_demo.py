@@ -18,8 +18,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import timedelta
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from django.conf import settings
@@ -33,10 +32,10 @@ from arena.battles.models import Answer
 from arena.competition.models import Competition, Phase
 from arena.leaderboard.models import RatingSnapshot
 from arena.leaderboard.selectors import snapshot_latest
+from arena.phases.competition_file import competition_apply, competition_file_load
 from arena.phases.models import PhaseContestant
 from arena.phases.services import (
     REFERENCE_NAMES,
-    competition_plan,
     evaluations_queue_served,
     phases_tick,
 )
@@ -55,6 +54,7 @@ from safety.services import audit_run
 # name -> recipe: three different agents, so the arena has something to compare.
 DEMO_AGENTS = {"ref_sft": "sft", "ref_lora": "lora", "ref_dpo": "sft-dpo"}
 COMPETITION = "demo"
+DEMO_FILE = Path(__file__).resolve().parents[1] / "infra" / "competitions" / "demo.toml"
 
 Say = Callable[[str], None]
 
@@ -161,15 +161,13 @@ def base_model_share(base: Path) -> Path:
 
 
 def competition_start(base: Path, instruct: Path) -> Competition:
-    """A two-phase competition starting now; the organizer ends phases early (see module doc)."""
-    return competition_plan(
-        name=COMPETITION,
-        base_model=str(base),
-        instruct_model=str(instruct),
-        starts_at=timezone.now(),
-        phase_lengths=[timedelta(hours=6), timedelta(hours=3)],
-        arena_length=timedelta(hours=1),
-    )
+    """The competition of infra/competitions/demo.toml (two phases starting now; the
+    organizer ends them early, see module doc), with the tiny models just built."""
+    spec = competition_file_load(DEMO_FILE)
+    if spec.name != COMPETITION:
+        raise RuntimeError(f"{DEMO_FILE} names competition {spec.name!r}, not {COMPETITION!r}")
+    competition_apply(replace(spec, base_model=str(base), instruct_model=str(instruct)))
+    return Competition.objects.get(name=COMPETITION)
 
 
 def agents_provision(say: Say) -> list[Agent]:

@@ -21,7 +21,6 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
-from django.conf import settings
 
 from arena.battles.generation import (
     EventSink,
@@ -34,6 +33,7 @@ from arena.battles.models import Battle
 from arena.battles.pacing import PacedRelease
 from arena.battles.selectors import battle_for_voter
 from arena.battles.services import SideResult
+from arena.competition.selectors import arena_settings_current
 from arena.leaderboard.live import screen_closed, screen_opened
 from arena.leaderboard.models import RatingSnapshot
 from arena.leaderboard.selectors import snapshot_latest
@@ -73,7 +73,8 @@ class BattleConsumer(AsyncJsonWebsocketConsumer):
 
     async def _stream_or_replay(self, battle: Battle) -> None:
         if battle.state == Battle.State.CREATED:
-            release = _paced_release(self._forward)
+            arena = await database_sync_to_async(arena_settings_current)()
+            release = _paced_release(self._forward, arena.stream_chars_per_second)
             releasing = asyncio.create_task(release.run()) if release else None
             try:
                 finished = await battle_run(
@@ -141,14 +142,14 @@ class BattleConsumer(AsyncJsonWebsocketConsumer):
     async def _send_battle_done(self, *, votable: bool) -> None:
         frame: dict[str, Any] = {"type": "battle_done", "votable": votable}
         if votable:
-            frame["vote_after_ms"] = round(settings.ARENA_MIN_VOTE_SECONDS * 1000)
+            arena = await database_sync_to_async(arena_settings_current)()
+            frame["vote_after_ms"] = round(arena.min_vote_seconds * 1000)
         else:
             frame["message"] = "A model failed to answer, so this battle cannot be voted on."
         await self.send_json(frame)
 
 
-def _paced_release(emit: EventSink) -> PacedRelease | None:
-    pace = settings.ARENA_STREAM_CHARS_PER_SECOND
+def _paced_release(emit: EventSink, pace: float) -> PacedRelease | None:
     return PacedRelease(emit, chars_per_second=pace) if pace > 0 else None
 
 

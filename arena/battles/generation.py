@@ -12,7 +12,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from channels.db import database_sync_to_async
-from django.conf import settings
 
 from arena.battles.models import Answer, Battle
 from arena.battles.services import (
@@ -21,6 +20,7 @@ from arena.battles.services import (
     battle_mark_interrupted,
     battle_record_answers,
 )
+from arena.competition.selectors import ArenaSettings, arena_settings_current
 from arena.serving.client import StreamEnd, TextDelta, stream_chat
 from arena.serving.selectors import contestant_endpoint
 
@@ -42,11 +42,15 @@ EventSink = Callable[[GenerationEvent], Awaitable[None]]
 
 
 @database_sync_to_async
-def _claim_and_load(battle_id: str) -> tuple[str, list[Answer]] | None:
+def _claim_and_load(battle_id: str) -> tuple[str, list[Answer], ArenaSettings] | None:
     if not battle_claim_generation(battle_id=battle_id):
         return None
     battle = Battle.objects.get(pk=battle_id)
-    return battle.prompt, list(battle.answers.select_related("contestant"))
+    return (
+        battle.prompt,
+        list(battle.answers.select_related("contestant")),
+        arena_settings_current(),
+    )
 
 
 async def battle_run(battle_id: str, emit: EventSink) -> Battle | None:
@@ -59,21 +63,21 @@ async def battle_run(battle_id: str, emit: EventSink) -> Battle | None:
     claimed = await _claim_and_load(battle_id)
     if claimed is None:
         return None
-    prompt, answers = claimed
+    prompt, answers, arena = claimed
     messages = [{"role": "user", "content": prompt}]
 
     async def run_side(answer: Answer) -> tuple[str, SideResult]:
         pieces: list[str] = []
         end = StreamEnd("error", "no answer")
         # max_tokens bounds tokens, not characters, and a contestant's tokenizer is its own:
-        # an answer is cut at ARENA_ANSWER_MAX_CHARS as one that reached the length limit.
-        room = settings.ARENA_ANSWER_MAX_CHARS
+        # an answer is cut at `answer_max_chars` as one that reached the length limit.
+        room = arena.answer_max_chars
         stream = stream_chat(
             contestant_endpoint(answer.contestant),
             messages,
-            max_tokens=settings.ARENA_MAX_TOKENS,
-            temperature=settings.ARENA_TEMPERATURE,
-            timeout_s=settings.ARENA_GENERATION_TIMEOUT_S,
+            max_tokens=arena.max_tokens,
+            temperature=arena.temperature,
+            timeout_s=arena.generation_timeout_s,
         )
         async with contextlib.aclosing(stream):  # a cut answer closes its connection now
             async for event in stream:

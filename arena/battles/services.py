@@ -27,7 +27,7 @@ from arena.battles.models import (
 )
 from arena.battles.selectors import identity_words
 from arena.battles.style import style_features
-from arena.competition.selectors import phase_in_arena
+from arena.competition.selectors import arena_settings_current, phase_in_arena
 from arena.serving.models import Contestant
 from arena.serving.selectors import contestants_active
 
@@ -119,13 +119,14 @@ def _rate_limit_check(*, voter_key: str, ip_hash: str) -> None:
     _lock_until_commit(f"battles-of-voter:{voter_key}", f"battles-of-ip:{ip_hash}")
     minute_ago = timezone.now() - timedelta(minutes=1)
     recent = Battle.objects.filter(created_at__gte=minute_ago)
-    if recent.filter(voter_key=voter_key).count() >= settings.ARENA_BATTLES_PER_MINUTE:
+    arena = arena_settings_current()
+    if recent.filter(voter_key=voter_key).count() >= arena.battles_per_minute:
         raise BattleRefused(
             "You are starting battles too quickly; please wait a minute.",
             status=429,
             code="rate_limited",
         )
-    if recent.filter(ip_hash=ip_hash).count() >= settings.ARENA_BATTLES_PER_MINUTE_PER_IP:
+    if recent.filter(ip_hash=ip_hash).count() >= arena.battles_per_minute_per_ip:
         raise BattleRefused(
             "Too many battles from your network; please wait a minute.",
             status=429,
@@ -320,7 +321,7 @@ def _check_votable(battle: Battle) -> None:
             "Please wait until both answers are complete.", status=409, code="not_ready"
         )
     waited = (timezone.now() - battle.completed_at).total_seconds()
-    if waited < settings.ARENA_MIN_VOTE_SECONDS:
+    if waited < arena_settings_current().min_vote_seconds:
         raise BattleRefused("Please read both answers before voting.", status=429, code="too_early")
 
 

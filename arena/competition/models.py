@@ -22,6 +22,15 @@ class Competition(models.Model):
         blank=True,
         help_text="show agents' trajectories to the public this many minutes late; empty: never",
     )
+    # What a competition file declares beyond the calendar (arena/phases/competition_file.py).
+    benchmarks = models.JSONField(
+        default=list, blank=True, help_text="the registry's benchmarks it evaluates; empty: all"
+    )
+    arena_settings = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="arena settings it overrides (`arena_settings_current`); the rest: settings.py",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:

@@ -1,6 +1,10 @@
 from __future__ import annotations
 
-from arena.competition.models import Phase
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from arena.competition.models import Competition, Phase
 from cluster.backends.base import AccountLimits
 
 
@@ -29,3 +33,51 @@ def phase_account_limits(phase: Phase) -> AccountLimits:
         max_preemptible_gpus=phase.max_preemptible_gpus,
         max_job_hours=phase.max_job_hours,
     )
+
+
+@dataclass(frozen=True)
+class ArenaSettings:
+    """The arena's settings in force: what the current competition's file declares
+    (`Competition.arena_settings`), the rest from settings.py. Each one is read where it
+    acts, per battle or vote, so a change takes effect on the next one."""
+
+    max_tokens: int
+    temperature: float
+    answer_max_chars: int
+    generation_timeout_s: float
+    stream_chars_per_second: float
+    min_vote_seconds: float
+    battles_per_minute: int
+    battles_per_minute_per_ip: int
+
+
+# A competition file's `[arena]` key -> the Django setting it overrides.
+ARENA_SETTING_DEFAULTS = {
+    "max_tokens": "ARENA_MAX_TOKENS",
+    "temperature": "ARENA_TEMPERATURE",
+    "answer_max_chars": "ARENA_ANSWER_MAX_CHARS",
+    "generation_timeout_s": "ARENA_GENERATION_TIMEOUT_S",
+    "stream_chars_per_second": "ARENA_STREAM_CHARS_PER_SECOND",
+    "min_vote_seconds": "ARENA_MIN_VOTE_SECONDS",
+    "battles_per_minute": "ARENA_BATTLES_PER_MINUTE",
+    "battles_per_minute_per_ip": "ARENA_BATTLES_PER_MINUTE_PER_IP",
+}
+
+
+def competition_current() -> Competition | None:
+    """The competition the arena and the agents are in now: the one whose phase the arena
+    serves, else the one whose phase runs or ran last, else the newest planned."""
+    phase = phase_in_arena() or phase_current()
+    if phase is not None:
+        return phase.competition
+    return Competition.objects.order_by("-created_at", "-pk").first()
+
+
+def arena_settings_current() -> ArenaSettings:
+    competition = competition_current()
+    declared = competition.arena_settings if competition is not None else {}
+    values = {
+        key: declared.get(key, getattr(settings, setting))
+        for key, setting in ARENA_SETTING_DEFAULTS.items()
+    }
+    return ArenaSettings(**values)

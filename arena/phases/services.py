@@ -133,6 +133,19 @@ def _start(phase: Phase, engine: Engine) -> dict[str, Any]:
     }
 
 
+def phase_limits_reapply(*, phase: Phase, engine: Engine | None = None) -> list[str]:
+    """Put a running phase's limits, changed since it started, on every active agent's
+    account, each agent's step on its own as at the start (a failure is recorded and retried
+    by later ticks). Same period, so nobody's usage is reset. The agents that failed."""
+    engine = engine or Engine()
+    agents = Agent.objects.filter(active=True).exclude(cluster_account="")
+    return [
+        agent.name
+        for agent in agents
+        if not _agent_step(phase, agent, AgentStepFailure.Step.BUDGET, engine)
+    ]
+
+
 def _budget_step(phase: Phase, agent: Agent, engine: Engine) -> bool:
     """The phase's limits on the agent's Slurm association. Its usage is reset only when the
     account's budget period changes, and the new period is saved with this step, so a retry
@@ -455,5 +468,10 @@ def evaluations_queue_served(
         if not todo:
             return []
         return evaluations_queue(
-            phase=phase, contestants=todo, max_tokens=max_tokens, backend=backend
+            phase=phase,
+            contestants=todo,
+            # The benchmarks the competition file declares; none declared: the whole registry.
+            benchmark_names=list(phase.competition.benchmarks) or None,
+            max_tokens=max_tokens,
+            backend=backend,
         )
