@@ -19,8 +19,8 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Iterable, Iterator
-from datetime import UTC, datetime
+from collections.abc import Iterator
+from datetime import UTC
 from decimal import Decimal
 from typing import Any
 
@@ -391,25 +391,6 @@ def trajectory_lines(agent: Agent) -> Iterator[tuple[int, str]]:
         when = event.created_at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         text = json.dumps(event.payload, ensure_ascii=False)
         yield event.pk, f"[{when}] {event.kind} ({source}) {text}"
-
-
-def trajectory_events(
-    agent: Agent,
-    *,
-    since: datetime | None = None,
-    until: datetime | None = None,
-    kinds: Iterable[str] | None = None,
-) -> Iterator[TrajectoryEvent]:
-    """The agent's events recorded in [since, until), in order, streamed from the database
-    (a phase's trajectory is never held whole); only `kinds` when given."""
-    events = TrajectoryEvent.objects.filter(agent=agent)
-    if since is not None:
-        events = events.filter(created_at__gte=since)
-    if until is not None:
-        events = events.filter(created_at__lt=until)
-    if kinds is not None:
-        events = events.filter(kind__in=list(kinds))
-    return events.order_by("id").iterator(chunk_size=500)
 
 
 def trajectory_dropped(agent: Agent) -> int:

@@ -29,7 +29,8 @@ from agents.models import (
     NomineeCopy,
     TrajectoryEvent,
 )
-from agents.trajectory import trajectory_dropped, trajectory_events, trajectory_lines
+from agents.trajectory import trajectory_dropped, trajectory_lines
+from agents.trajectory_selectors import trajectory_events
 from arena.competition.models import Competition, Phase
 from arena.phases.models import FeedbackBundle
 from cluster.sandbox_files import (

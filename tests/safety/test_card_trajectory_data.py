@@ -12,7 +12,8 @@ from django.test import RequestFactory
 from django.utils import timezone
 
 from agents.models import TrajectoryEvent
-from agents.trajectory import api_call_record, tool_call_record, trajectory_events
+from agents.trajectory import api_call_record, tool_call_record
+from agents.trajectory_selectors import trajectory_events
 from arena.competition.models import Phase
 from safety.cards import RunLog, card_discrepancies
 from safety.models import Finding
