@@ -38,8 +38,9 @@ CALL_TIMEOUT_S = 900.0
 RECONCILE_AFTER = timedelta(seconds=CALL_TIMEOUT_S + 60)
 
 
-API = ProxyCall.Budget.API
-SCAFFOLD = ProxyCall.Budget.SCAFFOLD
+# The ledgers, by `ProxyCall.Budget` value.
+API: str = "api"
+SCAFFOLD: str = "scaffold"
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ class _Ledger:
     granted: bool  # phase grants (`credit_period`) apply to it
 
 
-LEDGERS = {
+LEDGERS: dict[str, _Ledger] = {
     API: _Ledger("credit_limit", "credit_spent", "credit_reserved", granted=True),
     SCAFFOLD: _Ledger(
         "scaffold_credit_limit", "scaffold_credit_spent", "scaffold_credit_reserved", granted=False

@@ -69,9 +69,9 @@ def datasets_in_text(text: str) -> list[tuple[str, str]]:
     for download in _CLI_DOWNLOAD.finditer(text):
         arguments = download.group(1)
         if _CLI_DATASET.search(arguments):
-            repo = _cli_repo(arguments.split())
-            if repo:
-                found.append((repo, "hf download"))
+            positional = _cli_repo(arguments.split())
+            if positional:
+                found.append((positional, "hf download"))
     found.extend((m.group(1), "hub address") for m in _HUB_ADDRESS.finditer(text))
     return [(repo.removesuffix(".git"), how) for repo, how in found]
 

@@ -270,3 +270,9 @@ def test_the_agents_own_proxy_token_never_moves_the_scaffold_ledger(
     assert columns["credit_spent"] > 0
     assert columns["scaffold_credit_spent"] == 0 and columns["scaffold_credit_reserved"] == 0
     assert ProxyCall.objects.get(agent=agent, status=200).budget == ProxyCall.Budget.API
+
+
+def test_the_ledgers_are_the_proxy_calls_budgets():
+    from agents.credit import LEDGERS
+
+    assert set(LEDGERS) == set(ProxyCall.Budget.values)
