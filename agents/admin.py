@@ -80,6 +80,7 @@ class ProxyCallAdmin(RecordAdmin):
     list_display = [
         "created_at",
         "agent",
+        "budget",
         "model",
         "stream",
         "status",
@@ -91,7 +92,7 @@ class ProxyCallAdmin(RecordAdmin):
         "error",
         "settled_at",
     ]
-    list_filter = ["status", "model", "stream", "agent"]
+    list_filter = ["budget", "status", "model", "stream", "agent"]
     date_hierarchy = "created_at"
 
 

@@ -129,3 +129,15 @@ def test_the_dashboard_budget_table_shows_the_scaffold_credit(ann):
 
     assert "<th>Scaffold credit</th>" in page
     assert "$5.00 / $20.00 (25%)" in page
+
+
+def test_the_admin_lists_which_ledger_each_call_billed(ann):
+    _set("ann", "20")
+    credit_reserve(
+        agent=ann, amount=Decimal("1"), model="m", stream=False, budget=ProxyCall.Budget.SCAFFOLD
+    )
+    client = Client()
+    client.force_login(User.objects.create_superuser("root", password="x"))
+    listing = reverse("admin:agents_proxycall_changelist")
+    assert "the scaffold&#x27;s credit" in client.get(listing).content.decode()
+    assert "0 proxy calls" in client.get(listing, {"budget__exact": "api"}).content.decode()
