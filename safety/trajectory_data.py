@@ -48,6 +48,8 @@ _CLI_OPTIONS_WITH_VALUE = frozenset(
 )  # fmt: skip
 _HUB_ADDRESS = re.compile(rf"\bhuggingface\.co/datasets/({_REPO})")
 _WHOLE_REPO = re.compile(rf"^{_REPO}$")
+# Every pattern above holds one of these words.
+_MARKERS = ("load_dataset(", "download", "huggingface.co/datasets/")
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,8 @@ class SeenDataset:
 def datasets_in_text(text: str) -> list[tuple[str, str]]:
     """(repo id, how) for each data set `text` downloads or loads, in the order found."""
     text = text[:MAX_TEXT_CHARS]
+    if not any(marker in text for marker in _MARKERS):  # most commands: one cheap pass each
+        return []
     found = [(m.group(1), "load_dataset") for m in _LOAD_DATASET.finditer(text)]
     for call in _SNAPSHOT_CALL.finditer(text):
         arguments = call.group(1)
