@@ -27,13 +27,26 @@ class AgentAdmin(admin.ModelAdmin):
         "credit_limit",
         "credit_spent",
         "credit_reserved",
+        "scaffold_credit_limit",
+        "scaffold_credit_spent",
+        "scaffold_credit_reserved",
         "created_at",
     ]
     list_filter = ["active"]
     search_fields = ["name", "unix_user", "cluster_account"]
-    # Provisioning (`manage.py agents provision`) sets these; the credit ledger moves only
-    # through the proxy's conditional updates.
-    readonly_fields = ["unix_user", "sandbox", "cluster_account", "credit_spent", "credit_reserved"]
+    # Provisioning (`manage.py agents provision`) sets these; the credit ledgers move only
+    # through the proxy's conditional updates, and the scaffold's limit through
+    # `agents scaffold-budget` (which refuses a limit below what is spent and reserved).
+    readonly_fields = [
+        "unix_user",
+        "sandbox",
+        "cluster_account",
+        "credit_spent",
+        "credit_reserved",
+        "scaffold_credit_limit",
+        "scaffold_credit_spent",
+        "scaffold_credit_reserved",
+    ]
 
 
 @admin.register(AgentToken)
@@ -67,6 +80,7 @@ class ProxyCallAdmin(RecordAdmin):
     list_display = [
         "created_at",
         "agent",
+        "budget",
         "model",
         "stream",
         "status",
@@ -78,7 +92,7 @@ class ProxyCallAdmin(RecordAdmin):
         "error",
         "settled_at",
     ]
-    list_filter = ["status", "model", "stream", "agent"]
+    list_filter = ["budget", "status", "model", "stream", "agent"]
     date_hierarchy = "created_at"
 
 

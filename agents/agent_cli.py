@@ -99,6 +99,11 @@ def show_budget(budget: dict[str, Any]) -> str:
         f"storage       {storage['used_gib']:.1f} GiB of {storage['limit_gib']} GiB",
         f"API credit    ${credit['spent']:.2f} spent, ${credit['left']:.2f} left of ${credit['limit']:g}",
     ]
+    scaffold = budget.get("scaffold_credit_usd")
+    if scaffold:  # the harness's own model calls, billed apart; set by the organizers
+        lines.append(
+            f"scaffold      ${scaffold['spent']:.2f} spent, ${scaffold['left']:.2f} left of ${scaffold['limit']:g} (your harness's own model calls)"
+        )
     if budget.get("submissions_blocked"):
         lines.append(f"NOTE: you cannot submit jobs now: {budget['submissions_blocked']}")
     return "\n".join(lines)

@@ -99,6 +99,14 @@ OPENAPI: dict[str, Any] = {
                             k: {"type": "number"} for k in ("spent", "in_flight", "limit", "left")
                         },
                     },
+                    "scaffold_credit_usd": {
+                        "type": "object",
+                        "description": "the agent's harness's own model calls, billed apart from"
+                        " the API credit under a budget the organizers set (read only)",
+                        "properties": {
+                            k: {"type": "number"} for k in ("spent", "in_flight", "limit", "left")
+                        },
+                    },
                     "submissions_blocked": {"type": "string"},
                 },
             },

@@ -6,11 +6,18 @@ moment it reserves; settling claims that row once (`settled_at`), so the proxy, 
 background reader and the reconciler can race and still charge a call exactly once. Every
 change of the agent's columns is one conditional UPDATE, and a database constraint holds
 `spent + reserved <= limit`.
+
+A second ledger, the scaffold's (`scaffold_credit_*`, issue 15, item 2), pays for the model
+calls of the agent's harness itself, under a limit the organizers set. It has the same three
+columns and the same guarantees; `ProxyCall.budget` says which ledger a call reserved on, and
+settling and reconciling go back to that one. It has no phase grants: the organizers set its
+limit (`scaffold_budget_set`), and a call on one ledger never touches the other.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from datetime import timedelta
 from decimal import ROUND_UP, Decimal
 
@@ -31,11 +38,47 @@ CALL_TIMEOUT_S = 900.0
 RECONCILE_AFTER = timedelta(seconds=CALL_TIMEOUT_S + 60)
 
 
+# The ledgers, by `ProxyCall.Budget` value.
+API: str = "api"
+SCAFFOLD: str = "scaffold"
+
+
+@dataclass(frozen=True)
+class _Ledger:
+    """The agent's columns of one budget."""
+
+    limit: str
+    spent: str
+    reserved: str
+    granted: bool  # phase grants (`credit_period`) apply to it
+
+
+LEDGERS: dict[str, _Ledger] = {
+    API: _Ledger("credit_limit", "credit_spent", "credit_reserved", granted=True),
+    SCAFFOLD: _Ledger(
+        "scaffold_credit_limit", "scaffold_credit_spent", "scaffold_credit_reserved", granted=False
+    ),
+}
+
+
 class CreditExhausted(Exception):
-    def __init__(self, *, needed: Decimal, left: Decimal) -> None:
-        super().__init__(f"this call may cost up to ${needed}, and ${left} of credit is left")
+    def __init__(self, *, needed: Decimal, left: Decimal, budget: str = API) -> None:
+        what = "scaffold credit" if budget == SCAFFOLD else "credit"
+        super().__init__(f"this call may cost up to ${needed}, and ${left} of {what} is left")
         self.needed = needed
         self.left = left
+        self.budget = budget
+
+
+def credit_left(agent: Agent, budget: str = API) -> Decimal:
+    """What the agent has left on one ledger, as of the row it was read with."""
+    ledger = LEDGERS[budget]
+    left = (
+        getattr(agent, ledger.limit)
+        - getattr(agent, ledger.spent)
+        - getattr(agent, ledger.reserved)
+    )
+    return max(Decimal(0), left)
 
 
 def cost_usd(upstream: Upstream, *, prompt_tokens: int, completion_tokens: int) -> Decimal:
@@ -47,24 +90,32 @@ def cost_usd(upstream: Upstream, *, prompt_tokens: int, completion_tokens: int) 
 
 
 @transaction.atomic
-def credit_reserve(*, agent: Agent, amount: Decimal, model: str, stream: bool) -> ProxyCall:
-    """Hold `amount` of the agent's credit for a new call, or raise CreditExhausted.
+def credit_reserve(
+    *, agent: Agent, amount: Decimal, model: str, stream: bool, budget: str = API
+) -> ProxyCall:
+    """Hold `amount` of the agent's credit on `budget`'s ledger for a new call, or raise
+    CreditExhausted. The other ledger is never a fallback.
 
     One conditional UPDATE: it succeeds only if the credit left covers the amount, so no
     interleaving of concurrent calls can reserve more than the agent has. The call's row is
     written in the same transaction, with the grant it reserved under (the UPDATE holds the
     agent's row, so a phase grant cannot slip in between).
     """
+    ledger = LEDGERS[budget]
     held = Agent.objects.filter(
-        pk=agent.pk, credit_limit__gte=F("credit_spent") + F("credit_reserved") + amount
-    ).update(credit_reserved=F("credit_reserved") + amount)
+        pk=agent.pk, **{f"{ledger.limit}__gte": F(ledger.spent) + F(ledger.reserved) + amount}
+    ).update(**{ledger.reserved: F(ledger.reserved) + amount})
     if not held:
         agent.refresh_from_db()
-        left = max(Decimal(0), agent.credit_limit - agent.credit_spent - agent.credit_reserved)
-        raise CreditExhausted(needed=amount, left=left)
+        raise CreditExhausted(needed=amount, left=credit_left(agent, budget), budget=budget)
     period = Agent.objects.values_list("credit_period", flat=True).get(pk=agent.pk)
     return ProxyCall.objects.create(
-        agent=agent, model=model, stream=stream, reserved_usd=amount, credit_period=period
+        agent=agent,
+        model=model,
+        stream=stream,
+        reserved_usd=amount,
+        credit_period=period,
+        budget=budget,
     )
 
 
@@ -97,9 +148,7 @@ def credit_settle(
     if not _ledger_settle(call, reserved=reserved, charge=cost):
         # Billed above the reservation and above what is left: charge all that is left.
         agent = Agent.objects.select_for_update().get(pk=call.agent_id)
-        charged = reserved + max(
-            Decimal(0), agent.credit_limit - agent.credit_spent - agent.credit_reserved
-        )
+        charged = reserved + credit_left(agent, call.budget)
         if not _ledger_settle(call, reserved=reserved, charge=charged):
             raise AssertionError(f"proxy call {call.pk}: the ledger refused ${charged}")
     if cost > reserved:
@@ -122,9 +171,23 @@ def credit_settle(
 
 
 def _ledger_settle(call: ProxyCall, *, reserved: Decimal, charge: Decimal) -> bool:
-    """Move the call from reserved to spent. A call reserved under an earlier phase grant
-    also takes its unused reservation (or its overrun) out of the limit, so what the new
-    grant leaves the agent is exactly the grant: nothing carries over."""
+    """Move the call from reserved to spent, on the ledger it reserved on. A call reserved
+    under an earlier phase grant also takes its unused reservation (or its overrun) out of
+    the limit, so what the new grant leaves the agent is exactly the grant: nothing carries
+    over. The scaffold ledger has no grants: its limit is the organizers' and never moves."""
+    ledger = LEDGERS[call.budget]
+    if not ledger.granted:
+        covered = Q(
+            **{f"{ledger.limit}__gte": F(ledger.spent) + F(ledger.reserved) - reserved + charge}
+        )
+        return bool(
+            Agent.objects.filter(Q(pk=call.agent_id) & covered).update(
+                **{
+                    ledger.reserved: F(ledger.reserved) - reserved,
+                    ledger.spent: F(ledger.spent) + charge,
+                }
+            )
+        )
     earlier_grant = Q(credit_period__gt=call.credit_period)
     covered = Q(credit_limit__gte=F("credit_spent") + F("credit_reserved") - reserved + charge)
     return bool(
@@ -142,7 +205,8 @@ def _ledger_settle(call: ProxyCall, *, reserved: Decimal, charge: Decimal) -> bo
 def credit_reservations_reconcile(*, older_than: timedelta = RECONCILE_AFTER) -> list[ProxyCall]:
     """Settle every call still in flight after `older_than`: its process died (a restart, a
     crash) before it could settle. What the upstream billed is unknown, so the call is
-    charged its reservation, the most it could have cost. Returns the calls it settled."""
+    charged its reservation, the most it could have cost, on the ledger it reserved on (API
+    credit or scaffold credit). Returns the calls it settled."""
     cutoff = timezone.now() - older_than
     settled = []
     stale = ProxyCall.objects.filter(settled_at=None, created_at__lt=cutoff).select_related("agent")
@@ -164,7 +228,8 @@ def proxy_call_log(**fields: object) -> ProxyCall:
 
 
 def credit_phase_grant(*, agent_ids: list[int], amount: Decimal) -> int:
-    """Give each agent `amount` of credit for a new phase, on top of what it has spent.
+    """Give each agent `amount` of credit for a new phase, on top of what it has spent. The
+    scaffold ledger is the organizers' to set and is left alone.
 
     The limit also covers what is reserved now, so calls in flight keep their reservations;
     `credit_period` moves on, and each of those calls, when it settles, takes its unused

@@ -3,7 +3,9 @@
 Agents never hold an upstream key: they call this with their proxy token; the proxy adds the
 key on the way out. Each call is priced first (`agents.pricing`: the most the upstream can
 bill for the body actually sent; what cannot be priced is refused), reserves that amount,
-and settles on the usage the upstream reports (`agents.credit`).
+and settles on the usage the upstream reports (`agents.credit`). The token says which ledger
+pays: the agent's proxy and judge tokens its API credit, its scaffold's token the scaffold
+credit (`agents.selectors.proxy_caller`); one never falls back on the other.
 
 The exchange with the upstream runs in a task of its own, shielded from the agent's request:
 an agent that hangs up cancels its request, never the exchange, which reads the upstream's
@@ -39,7 +41,7 @@ from agents.credit import (
 )
 from agents.models import Agent, ProxyCall, Upstream
 from agents.pricing import PricedRequest, Unpriceable, price_request
-from agents.selectors import agent_for_proxy_token, upstreams_active
+from agents.selectors import proxy_caller, upstreams_active
 from agents.trajectory import ReplyCollector, model_call_record
 
 T = TypeVar("T")
@@ -61,11 +63,12 @@ def _in_background(work: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
     return task
 
 
-async def _authenticate(request: HttpRequest) -> Agent | None:
+async def _authenticate(request: HttpRequest) -> tuple[Agent, str] | None:
+    """The calling agent and the ledger its token bills (`ProxyCall.Budget`)."""
     header = request.headers.get("Authorization", "")
     if not header.startswith("Bearer "):
         return None
-    return await sync_to_async(agent_for_proxy_token)(header.removeprefix("Bearer ").strip())
+    return await sync_to_async(proxy_caller)(header.removeprefix("Bearer ").strip())
 
 
 @csrf_exempt
@@ -89,11 +92,12 @@ async def models(request: HttpRequest) -> HttpResponse:
 async def chat_completions(request: HttpRequest) -> HttpResponse:
     if request.method != "POST":
         return _error(405, "use POST", "invalid_request_error")
-    agent = await _authenticate(request)
-    if agent is None:
+    caller = await _authenticate(request)
+    if caller is None:
         return _error(
             401, "missing or invalid proxy token", "authentication_error", "invalid_api_key"
         )
+    agent, budget = caller
     try:
         body = json.loads(request.body)
     except (json.JSONDecodeError, UnicodeDecodeError):
@@ -114,7 +118,7 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
         priced = price_request(body, upstream)
     except Unpriceable as refused:
         return _error(400, str(refused), "invalid_request_error", "unpriceable_request")
-    exchange = _Exchange(agent, upstream, priced)
+    exchange = _Exchange(agent, upstream, priced, budget)
     if priced.stream:
         return await exchange.streamed()
     # Shielded: the agent hanging up cancels this view, never the exchange and its settlement.
@@ -136,8 +140,11 @@ class _Exchange:
     """One call: its reservation, its exchange with the upstream, and its settlement. Runs
     in a task of its own (`_in_background`), so it settles whatever the agent does."""
 
-    def __init__(self, agent: Agent, upstream: Upstream, priced: PricedRequest) -> None:
+    def __init__(
+        self, agent: Agent, upstream: Upstream, priced: PricedRequest, budget: str
+    ) -> None:
         self.agent = agent
+        self.budget = budget  # the ledger that pays: ProxyCall.Budget
         self.upstream = upstream
         self.priced = priced
         self.started = time.monotonic()
@@ -158,14 +165,24 @@ class _Exchange:
         try:
             self.call = await sync_to_async(_with_fresh_connection)(
                 credit_reserve, agent=self.agent, amount=self.priced.reserved_usd,
-                model=self.upstream.name, stream=self.priced.stream,
+                model=self.upstream.name, stream=self.priced.stream, budget=self.budget,
             )  # fmt: skip
         except CreditExhausted as exhausted:
+            scaffold = self.budget == ProxyCall.Budget.SCAFFOLD
             await sync_to_async(_with_fresh_connection)(
                 proxy_call_log, agent=self.agent, model=self.upstream.name,
                 stream=self.priced.stream, status=402, reserved_usd=Decimal(0),
-                error="credit exhausted",
+                budget=self.budget,
+                error="scaffold credit exhausted" if scaffold else "credit exhausted",
             )  # fmt: skip
+            if scaffold:
+                return _error(
+                    402,
+                    f"the scaffold's budget is spent: {exhausted}. The organizers set it; the"
+                    " agent's API credit is never used in its place.",
+                    "insufficient_quota",
+                    "scaffold_credit_exhausted",
+                )
             return _error(
                 402,
                 f"your API credit is spent: {exhausted}. Ask the organizers or wait for the next"
@@ -198,6 +215,7 @@ class _Exchange:
         record = sync_to_async(_with_fresh_connection)(
             model_call_record, agent=self.agent, model=self.upstream.name,
             request_body=self.priced.body, reply=self.reply, status=outcome.status,
+            budget=self.budget,
             prompt_tokens=prompt or 0, completion_tokens=completion or 0, cost_usd=cost,
             latency_ms=round((time.monotonic() - self.started) * 1000), error=error,
         )  # fmt: skip

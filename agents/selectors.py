@@ -1,9 +1,9 @@
 from __future__ import annotations
 
-from decimal import Decimal
 from typing import Any
 
-from agents.models import Agent, AgentToken, Upstream
+from agents.credit import credit_left
+from agents.models import Agent, AgentToken, ProxyCall, Upstream
 from agents.services import token_digest
 from cluster.models import ClusterAccount, Job
 from cluster.selectors import gpu_seconds_charged
@@ -20,12 +20,38 @@ def agent_for_token(token: str, *, kind: str) -> Agent | None:
     return found.agent if found else None
 
 
-def agent_for_proxy_token(token: str) -> Agent | None:
-    """Whom a proxy call bills: the agent's own proxy token, or the judge token of one of its
-    on-demand evaluations (`agents.services.judge_token_issue`)."""
-    return agent_for_token(token, kind=AgentToken.Kind.PROXY) or agent_for_token(
-        token, kind=AgentToken.Kind.JUDGE
+# Which ledger a proxy token's calls are billed to: the agent's own proxy token and the judge
+# tokens of its evaluations spend its API credit; its scaffold's token spends the scaffold
+# credit the organizers set (issue 15, item 2). No token spends both.
+PROXY_TOKEN_BUDGETS = {
+    AgentToken.Kind.PROXY: ProxyCall.Budget.API,
+    AgentToken.Kind.JUDGE: ProxyCall.Budget.API,
+    AgentToken.Kind.SCAFFOLD: ProxyCall.Budget.SCAFFOLD,
+}
+
+
+def proxy_caller(token: str) -> tuple[Agent, str] | None:
+    """Whom a proxy call bills, and on which ledger (`ProxyCall.Budget`)."""
+    found = (
+        AgentToken.objects.filter(
+            digest=token_digest(token),
+            kind__in=list(PROXY_TOKEN_BUDGETS),
+            revoked_at=None,
+            agent__active=True,
+        )
+        .select_related("agent")
+        .first()
     )
+    if found is None:
+        return None
+    return found.agent, PROXY_TOKEN_BUDGETS[AgentToken.Kind(found.kind)]
+
+
+def agent_for_proxy_token(token: str) -> Agent | None:
+    """Whom a proxy call bills: the agent's own proxy token, the judge token of one of its
+    on-demand evaluations (`agents.services.judge_token_issue`), or its scaffold's token."""
+    caller = proxy_caller(token)
+    return caller[0] if caller else None
 
 
 def upstreams_active() -> list[Upstream]:
@@ -44,7 +70,6 @@ def agent_budget(agent: Agent) -> dict[str, Any]:
     account = ClusterAccount.objects.get(name=agent.cluster_account)
     used_hours = gpu_seconds_charged(account, period=account.period) / 3600
     running = Job.objects.filter(account=account, state=Job.State.RUNNING)
-    credit_left = agent.credit_limit - agent.credit_spent - agent.credit_reserved
     return {
         "agent": agent.name,
         "period": account.period,
@@ -71,7 +96,15 @@ def agent_budget(agent: Agent) -> dict[str, Any]:
             "spent": float(agent.credit_spent),
             "in_flight": float(agent.credit_reserved),
             "limit": float(agent.credit_limit),
-            "left": float(max(Decimal(0), credit_left)),
+            "left": float(credit_left(agent, ProxyCall.Budget.API)),
+        },
+        # What the agent's harness's own model calls may still cost (issue 15, item 2): set by
+        # the organizers, apart from the API credit, and never a fallback for it.
+        "scaffold_credit_usd": {
+            "spent": float(agent.scaffold_credit_spent),
+            "in_flight": float(agent.scaffold_credit_reserved),
+            "limit": float(agent.scaffold_credit_limit),
+            "left": float(credit_left(agent, ProxyCall.Budget.SCAFFOLD)),
         },
         "submissions_blocked": account.blocked_reason,
     }

@@ -290,8 +290,10 @@ def model_call_record(
     cost_usd: Decimal,
     latency_ms: int,
     error: str = "",
+    budget: str = "api",
 ) -> TrajectoryEvent | None:
-    """Record a model call the proxy settled. Never raises."""
+    """Record a model call the proxy settled, with the ledger that paid for it (`api`: the
+    agent's API credit; `scaffold`: its harness's own budget). Never raises."""
     try:
         count, kept = _kept_messages(request_body)
         payload = {
@@ -304,6 +306,7 @@ def model_call_record(
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
             "cost_usd": str(cost_usd),
+            "budget": budget,
             "latency_ms": latency_ms,
             "error": error,
         }

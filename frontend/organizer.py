@@ -150,6 +150,7 @@ class AgentBudgetLine:
     period: str
     gpu_hours: Usage  # in the account's current budget period
     api_credit_usd: Usage  # settled spend plus calls in flight
+    scaffold_credit_usd: Usage  # the harness's own model calls, the same way (issue 15)
     storage_gib: Usage
     normal_gpus: Usage  # GPUs in use now / at most at once, on the normal QOS
     preemptible_gpus: Usage  # the same on the preemptible QOS
@@ -171,6 +172,10 @@ def agent_budgets(
         credit = Usage(
             used=float(agent.credit_spent + agent.credit_reserved), limit=float(agent.credit_limit)
         )
+        scaffold = Usage(
+            used=float(agent.scaffold_credit_spent + agent.scaffold_credit_reserved),
+            limit=float(agent.scaffold_credit_limit),
+        )
         if account is None:
             lines.append(
                 AgentBudgetLine(
@@ -179,6 +184,7 @@ def agent_budgets(
                     period="",
                     gpu_hours=Usage(0, 0),
                     api_credit_usd=credit,
+                    scaffold_credit_usd=scaffold,
                     storage_gib=Usage(0, 0),
                     normal_gpus=Usage(0, 0),
                     preemptible_gpus=Usage(0, 0),
@@ -203,6 +209,7 @@ def agent_budgets(
                     limit=float(account.gpu_hours_limit),
                 ),
                 api_credit_usd=credit,
+                scaffold_credit_usd=scaffold,
                 storage_gib=Usage(
                     used=account.storage_bytes_used / 1024**3,
                     limit=float(account.storage_gib_limit),

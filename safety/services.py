@@ -21,8 +21,16 @@ from django.db import IntegrityError, transaction
 from django.db.models import Sum
 from django.utils import timezone
 
-from agents.models import Agent, Checkpoint, DataRecord, Nomination, NomineeCopy
+from agents.models import (
+    Agent,
+    Checkpoint,
+    DataRecord,
+    Nomination,
+    NomineeCopy,
+    TrajectoryEvent,
+)
 from agents.trajectory import trajectory_dropped, trajectory_lines
+from agents.trajectory_selectors import trajectory_events
 from arena.competition.models import Competition, Phase
 from arena.phases.models import FeedbackBundle
 from cluster.sandbox_files import (
@@ -34,7 +42,7 @@ from cluster.sandbox_files import (
     read_text,
 )
 from cluster.selectors import gpu_seconds_charged
-from safety import artifacts, cards, contamination, files, hardcoded
+from safety import artifacts, cards, contamination, files, hardcoded, trajectory_data
 from safety.judge import ChatCompletionsJudge, JudgeError, TrajectoryJudge, excerpts
 from safety.models import Finding, JudgeReview
 from safety.ngrams import EvalItemLike, ItemIndex
@@ -653,6 +661,14 @@ def run_log_for(nomination: Nomination) -> cards.RunLog:
     sources = sorted({str(s) for record in records for s in record.sources})
     steps = [_trainer_steps(c) for c in chain]
     own = steps[0]
+    agent_sources = {
+        str(source)
+        for sources in DataRecord.objects.filter(agent=nomination.agent).values_list(
+            "sources", flat=True
+        )
+        if isinstance(sources, list)
+        for source in sources
+    }
     return cards.RunLog(
         lineage_gpu_hours=lineage_seconds / 3600,
         account_gpu_hours=account_seconds / 3600,
@@ -661,6 +677,23 @@ def run_log_for(nomination: Nomination) -> cards.RunLog:
         data_records=records.count(),
         own_steps=own,
         lineage_steps=sum(s for s in steps if s) if own is not None else None,
+        trajectory_datasets=tuple(_trajectory_datasets(nomination)),
+        agent_data_sources=tuple(sorted(agent_sources)),
+    )
+
+
+def _trajectory_datasets(nomination: Nomination) -> list[trajectory_data.SeenDataset]:
+    """Hub data sets the agent's recorded trajectory shows it fetching during the phase (from
+    its start to its end, or now while it runs): the platform's store, never a sandbox file."""
+    phase = nomination.phase
+    events = trajectory_events(
+        nomination.agent,
+        since=phase.starts_at,
+        until=phase.ends_at,
+        kinds=[TrajectoryEvent.Kind.TOOL_CALL, TrajectoryEvent.Kind.API_CALL],
+    )
+    return trajectory_data.datasets_in_events(
+        (event.pk, event.kind, event.payload) for event in events
     )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import pwd
+import re
 import shutil
 import socket
 import stat
@@ -560,3 +561,41 @@ def _user_name(uid: int) -> str:
         return pwd.getpwuid(uid).pw_name
     except KeyError:
         return str(uid)
+
+
+# --- tokens the platform holds, found in an agent's config --------------------------------------
+
+CONFIG_MAX_BYTES = 64 * 1024  # the config provisioning writes is a few hundred bytes
+MAX_TOKENS_PER_CONFIG = 50
+# The platform's token format (`agents.services.token_issue`); linear, on a bounded text.
+_PLATFORM_TOKEN = re.compile(r"arena_[a-z]{1,16}_[A-Za-z0-9_-]{8,128}")
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    agent: str
+    path: Path
+    text: str  # read by the caller, bounded (CONFIG_MAX_BYTES), links never followed
+
+
+def platform_held_tokens_in_configs(
+    configs: Iterable[AgentConfig], held_token_kind: Callable[[str], str | None]
+) -> list[Problem]:
+    """No agent's `~/.arena/config` holds a token the platform keeps for itself: its scaffold's
+    (billed to the scaffold budget) or a judge's (held by the platform's evaluation job). An
+    agent holding one could spend a budget that is not its own for its own research.
+    `held_token_kind(token)` is the kind of the platform-held token it is, or None."""
+    problems: list[Problem] = []
+    for config in configs:
+        for token in _PLATFORM_TOKEN.findall(config.text)[:MAX_TOKENS_PER_CONFIG]:
+            kind = held_token_kind(token)
+            if kind is not None:
+                problems.append(
+                    Problem(
+                        f"agent {config.agent}'s {config.path} holds a {kind} token, which the "
+                        "platform keeps for itself",
+                        f"revoke it (a new run or evaluation issues another) and provision "
+                        f"{config.agent} again to rewrite its config",
+                    )
+                )
+    return problems

@@ -11,10 +11,15 @@ from pathlib import Path
 from django.conf import settings
 
 from agents.firewall import firewall_from_settings, platform_ports
-from agents.models import Agent
+from agents.models import Agent, AgentToken
+from agents.services import token_digest
 from arena.serving.models import Contestant
+from cluster import sandbox_files
 from security import checks
 from security.checks import Problem, Sandbox, Server, Skipped
+
+# Proxy tokens the platform keeps for its own processes (agents/models.py, AgentToken.Kind).
+PLATFORM_HELD_TOKENS = [AgentToken.Kind.SCAFFOLD, AgentToken.Kind.JUDGE]
 
 
 @dataclass(frozen=True)
@@ -33,6 +38,7 @@ def deployment_checks() -> list[Check]:
         Check("model servers require their key", _model_servers),
         Check("sandboxes 0700 and owned by their agent", _sandboxes),
         Check("sandboxes held to their quota at write time", _sandbox_quota),
+        Check("no platform-held token in an agent's config", _platform_tokens_in_configs),
     ]
 
 
@@ -99,3 +105,25 @@ def _sandboxes() -> list[Problem]:
 
 def _sandbox_quota() -> list[Problem]:
     return checks.sandbox_quota(settings.AGENTS_SANDBOX_STORAGE, _active_sandboxes())
+
+
+def _platform_tokens_in_configs() -> list[Problem]:
+    """Each active agent's `~/.arena/config`, read as root without following a link and at
+    most `CONFIG_MAX_BYTES`; one that cannot be read so is left to the sandbox checks."""
+    configs = []
+    for box in _active_sandboxes():
+        where = sandbox_files.SandboxPath(box.path) / ".arena" / "config"
+        try:
+            text = sandbox_files.read_text(where, max_bytes=checks.CONFIG_MAX_BYTES)
+        except OSError:  # missing, a link, too large: not this check's to judge
+            continue
+        configs.append(checks.AgentConfig(agent=box.agent, path=where.path, text=text))
+    return checks.platform_held_tokens_in_configs(configs, _platform_held_token_kind)
+
+
+def _platform_held_token_kind(token: str) -> str | None:
+    return (
+        AgentToken.objects.filter(digest=token_digest(token), kind__in=PLATFORM_HELD_TOKENS)
+        .values_list("kind", flat=True)
+        .first()
+    )

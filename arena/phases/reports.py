@@ -4,7 +4,9 @@ A report reads the ledgers and records as they stood at the end of the day (in t
 time zone): jobs that ran or were submitted that day with their GPU-hours, GPU-hours used and
 left in the account's budget period, LLM API spend from the proxy's call log, the data,
 checkpoints and nominations registered that day, the day's experiment-journal entries, and the
-agent's strategy lock-in in the phase the day falls in, as of the day's end. The index adds the
+agent's strategy lock-in in the phase the day falls in, as of the day's end, and what its
+recorded trajectory holds for the day (model, tool and API calls, the scaffold's own spend,
+events dropped, the first and last tool commands). The index adds the
 study's analyses of every competition with evaluation results, as they stand when the reports
 are written. It writes nothing to the database.
 """
@@ -25,6 +27,7 @@ from django.utils import timezone
 from agents.journal import journal_of_day
 from agents.models import Agent, Checkpoint, DataRecord, Nomination, ProxyCall
 from agents.strategy_selectors import PhaseLockIn, phase_lock_in
+from agents.trajectory_selectors import TrajectoryOfDay, trajectory_of_day
 from arena.competition.models import Competition, Phase
 from cluster.models import ClusterAccount, Job, JobSegment
 from evalsuite.analyses import correlations_report
@@ -97,6 +100,7 @@ class AgentDay:
     nominations: list[NominationLine]
     journal: list[JournalLine] = field(default_factory=list)
     lock_in: PhaseLockIn | None = None  # in the phase the day falls in, as of its end
+    trajectory: TrajectoryOfDay | None = None
 
     @property
     def gpu_hours_left(self) -> float:
@@ -138,7 +142,8 @@ def agent_day(agent: Agent, day: dt.date) -> AgentDay:
             ).aggregate(total=Sum(F("gpus") * F("elapsed_seconds")))["total"]
             or 0
         )
-    calls = ProxyCall.objects.filter(agent=agent)
+    # The agent's API credit only: its scaffold's calls are billed apart (the trajectory part).
+    calls = ProxyCall.objects.filter(agent=agent, budget=ProxyCall.Budget.API)
     today = calls.filter(created_at__gte=start, created_at__lt=end).aggregate(
         n=Count("id"),
         prompt=Sum("prompt_tokens"),
@@ -206,6 +211,7 @@ def agent_day(agent: Agent, day: dt.date) -> AgentDay:
             for e in journal_of_day(agent, start, end)
         ],
         lock_in=_lock_in_of_day(agent, start, end),
+        trajectory=trajectory_of_day(agent, start, end),
     )
 
 
@@ -372,8 +378,32 @@ def report_markdown(report: AgentDay) -> str:
         "## Strategy lock-in",
         "",
         *_lock_in_markdown(r.lock_in),
+        "## Trajectory",
+        "",
+        *_trajectory_markdown(r.trajectory),
     ]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _trajectory_markdown(t: TrajectoryOfDay | None) -> list[str]:
+    if t is None:
+        return ["_not read_", ""]
+
+    lines = [
+        f"- model calls: {t.model_calls} · tool calls (reported by the agent): {t.tool_calls} · "
+        f"API calls: {t.api_calls}",
+        f"- scaffold's own model calls: {t.scaffold_calls}, ${t.scaffold_spend:.2f} this day",
+        f"- events dropped past the day's bounds: {t.dropped}",
+        "",
+    ]
+    for title, commands in t.command_tables:
+        rows = [
+            [f"{timezone.localtime(c.at):%H:%M:%S}", c.tool, c.command,
+             "—" if c.exit_code is None else c.exit_code]
+            for c in commands
+        ]  # fmt: skip
+        lines += [f"{title}:", "", *_md_table(["time", "tool", "command", "exit"], rows)]
+    return lines
 
 
 def _lock_in_markdown(line: PhaseLockIn | None) -> list[str]:
@@ -445,6 +475,16 @@ ${{ r.api_credit_limit|floatformat:2 }}; left ${{ r.api_credit_left|floatformat:
 {% else %}<ul><li>{{ l.phase }}: {{ l.measure.approaches }} distinct approaches in {{ l.measure.attempts }} attempts</li>
 <li>last new approach: {{ l.measure.locked_in_at|date:"Y-m-d H:i" }}, {% widthratio l.measure.share_elapsed 1 100 %}% of the phase elapsed</li>
 <li>approaches, in the order tried: {{ l.measure.approach_names|join:", " }}</li></ul>{% endif %}{% endwith %}
+<h2>Trajectory</h2>
+{% with t=r.trajectory %}{% if not t %}<p>not read</p>{% else %}
+<ul><li>model calls: {{ t.model_calls }} · tool calls (reported by the agent): {{ t.tool_calls }} · API calls: {{ t.api_calls }}</li>
+<li>scaffold's own model calls: {{ t.scaffold_calls }}, ${{ t.scaffold_spend|floatformat:2 }} this day</li>
+<li>events dropped past the day's bounds: {{ t.dropped }}</li></ul>
+{% for title, lines in t.command_tables %}<h3>{{ title }}</h3>
+{% if lines %}<table><tr><th>time</th><th>tool</th><th>command</th><th>exit</th></tr>
+{% for c in lines %}<tr><td>{{ c.at|date:"H:i:s" }}</td><td>{{ c.tool }}</td>
+<td style="white-space:pre-wrap">{{ c.command }}</td><td>{{ c.exit_code|default_if_none:"—" }}</td></tr>
+{% endfor %}</table>{% else %}<p>none</p>{% endif %}{% endfor %}{% endif %}{% endwith %}
 <p><a href="index.html">all agents</a></p>
 </body></html>
 """

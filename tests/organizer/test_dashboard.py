@@ -94,7 +94,7 @@ def test_staff_see_every_section_with_real_rows(staff, competition):
     # Budgets: used / limit with a bar.
     assert "24.0 / 100 GPU-h (24%)" in page
     assert "$45.00 / $300.00 (15%)" in page
-    assert page.count("<meter") == 2 * 5 + 1  # five per agent, one per node
+    assert page.count("<meter") == 2 * 6 + 1  # six per agent, one per node
     # Jobs, with state and GPU-hours.
     assert "ann-sft" in page and "ben-dpo" in page and ">running<" in page
     # Nominations with their cards.

@@ -421,3 +421,46 @@ def test_without_slurm_the_slurm_backend_is_a_problem(clean_deployment, monkeypa
     with pytest.raises(CommandError):
         call_command("security", "check", stdout=out)
     assert "finds no controller" in out.getvalue()
+
+
+# --- tokens the platform holds --------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_a_scaffold_or_judge_token_in_an_agents_config_is_a_problem(sandbox):
+    from agents.services import judge_token_issue, scaffold_token_issue, token_issue
+    from security.deployment import _platform_tokens_in_configs
+
+    trudy = Agent.objects.create(name="trudy", unix_user="nobody", sandbox=str(sandbox))
+    (sandbox / ".arena").mkdir()
+    config = sandbox / ".arena" / "config"
+    own = f"ARENA_TOKEN={token_issue(agent=trudy, kind='api')}\nOPENAI_API_KEY={token_issue(agent=trudy, kind='proxy')}\n"
+    config.write_text(own)
+    assert _platform_tokens_in_configs() == []  # its own tokens belong there
+
+    _, judge = judge_token_issue(agent=trudy)
+    config.write_text(own + f"SCAFFOLD={scaffold_token_issue(agent=trudy)}\n# {judge}\n")
+    problems = _platform_tokens_in_configs()
+    assert [p.what for p in problems] == [
+        f"agent trudy's {config} holds a scaffold token, which the platform keeps for itself",
+        f"agent trudy's {config} holds a judge token, which the platform keeps for itself",
+    ]
+
+
+@pytest.mark.django_db
+def test_a_config_that_is_a_link_or_too_large_is_not_read(sandbox, tmp_path):
+    from agents.services import scaffold_token_issue
+    from security.deployment import _platform_tokens_in_configs
+
+    trudy = Agent.objects.create(name="trudy", unix_user="nobody", sandbox=str(sandbox))
+    elsewhere = tmp_path / "planted"
+    elsewhere.write_text(scaffold_token_issue(agent=trudy))
+    (sandbox / ".arena").mkdir()
+    (sandbox / ".arena" / "config").symlink_to(elsewhere)
+    assert _platform_tokens_in_configs() == []  # a link is never followed
+
+    (sandbox / ".arena" / "config").unlink()
+    (sandbox / ".arena" / "config").write_text(
+        "x" * checks.CONFIG_MAX_BYTES + scaffold_token_issue(agent=trudy)
+    )
+    assert _platform_tokens_in_configs() == []  # past the bound: not read at all
