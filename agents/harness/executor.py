@@ -121,11 +121,17 @@ def _kill_all(pids: set[int]) -> None:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-    for pid in pids:  # reap the ones that were reparented to us
-        try:
-            os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            pass
+    # Reap those reparented to us (SIGKILL is not instant); others' parents reap their own.
+    waiting, deadline = set(pids), time.monotonic() + 2.0
+    while waiting and time.monotonic() < deadline:
+        for pid in list(waiting):
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                    waiting.discard(pid)
+            except ChildProcessError:
+                waiting.discard(pid)
+        if waiting:
+            time.sleep(0.02)
 
 
 def _reap_orphans() -> None:
