@@ -11,7 +11,7 @@ from pathlib import Path
 
 import openai
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import close_old_connections, connection
 
 from agents.harness.executor import ToolExecutor, ToolResult
 from agents.harness.loop import ExitCode, Harness, LoopSettings
@@ -103,7 +103,8 @@ def observed_recorder(agent: Agent) -> Callable[[str, str, ToolResult], None]:
     connection the database dropped meanwhile is replaced before each write."""
 
     def record(tool: str, command: str, result: ToolResult) -> None:
-        close_old_connections()
+        if not connection.in_atomic_block:  # a caller's transaction keeps its connection
+            close_old_connections()
         tool_call_observed(
             agent=agent, tool=tool, command=command, output=result.output,
             exit_code=result.exit_code, duration_s=result.duration_s,
