@@ -13,6 +13,7 @@ process group (`setsid`), because the harness is their subreaper.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
@@ -117,10 +118,8 @@ def agent_descendants(uid: int) -> set[int]:
 
 def _kill_all(pids: set[int]) -> None:
     for pid in pids:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
     # Reap those reparented to us (SIGKILL is not instant); others' parents reap their own.
     waiting, deadline = set(pids), time.monotonic() + 2.0
     while waiting and time.monotonic() < deadline:
@@ -225,10 +224,8 @@ class ToolExecutor:
         os.close(cwd_write)
         timed_out = self._pump(process, output, started + timeout)
         if timed_out:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             _kill_all(agent_descendants(self.uid) - before)
         process.wait()
         _reap_orphans()
@@ -250,7 +247,9 @@ class ToolExecutor:
         exit_code = None if timed_out else process.returncode
         return ToolResult(text, exit_code, round(time.monotonic() - started, 3))
 
-    def _pump(self, process: subprocess.Popen[bytes], output: BoundedOutput, deadline: float) -> bool:
+    def _pump(
+        self, process: subprocess.Popen[bytes], output: BoundedOutput, deadline: float
+    ) -> bool:
         """Read the output until it ends; True if the deadline came first."""
         assert process.stdout is not None
         stream = process.stdout

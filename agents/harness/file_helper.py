@@ -31,19 +31,19 @@ def view(request):
             line = raw.decode("utf-8", "replace").rstrip("\n")
             if len(line) > MAX_LINE_CHARS:
                 line = line[:MAX_LINE_CHARS] + " …[line cut]"
-            shown.append("%6d\t%s" % (number, line))
+            shown.append(f"{number:6d}\t{line}")
             size += len(line) + 8
     text = "\n".join(shown)
     if size >= max_chars:
-        text += "\n…[view cut at %d characters: ask for a smaller line range]" % max_chars
-    return text or "(no lines in %d..%d; the file has %d)" % (start, end, number)
+        text += f"\n…[view cut at {max_chars} characters: ask for a smaller line range]"
+    return text or f"(no lines in {start}..{end}; the file has {number})"
 
 
 def _read_for_edit(path):
     with open(path, "rb") as source:
         data = source.read(MAX_EDIT_BYTES + 1)
     if len(data) > MAX_EDIT_BYTES:
-        raise ValueError("the file is larger than %d bytes: edit it with the shell" % MAX_EDIT_BYTES)
+        raise ValueError(f"the file is larger than {MAX_EDIT_BYTES} bytes: edit it with the shell")
     return data.decode("utf-8")
 
 
@@ -51,7 +51,7 @@ def _write(path, text, must_not_exist=False):
     """Atomically, in the file's folder: a reader sees the old file or the new one."""
     folder = os.path.dirname(os.path.abspath(path))
     if must_not_exist and os.path.lexists(path):
-        raise ValueError("%s exists: use str_replace or insert to change it" % path)
+        raise ValueError(f"{path} exists: use str_replace or insert to change it")
     handle, temporary = tempfile.mkstemp(dir=folder, prefix=".edit-")
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
@@ -71,28 +71,28 @@ def edit(request):
         folder = os.path.dirname(os.path.abspath(path))
         os.makedirs(folder, exist_ok=True)
         _write(path, request["text"], must_not_exist=not request.get("overwrite"))
-        return "created %s (%d characters)" % (path, len(request["text"]))
+        return f"created {path} ({len(request['text'])} characters)"
     text = _read_for_edit(path)
     if action == "str_replace":
         old, new = request["old"], request["new"]
         found = text.count(old) if old else 0
         if found != 1:
             raise ValueError(
-                "old text found %d times in %s; it must be found exactly once" % (found, path)
+                f"old text found {found} times in {path}; it must be found exactly once"
             )
         _write(path, text.replace(old, new, 1))
-        return "replaced 1 occurrence in %s" % path
+        return f"replaced 1 occurrence in {path}"
     if action == "insert":
         lines = text.splitlines(True)
         at = request["line"]
         if not 0 <= at <= len(lines):
-            raise ValueError("line %d is outside 0..%d" % (at, len(lines)))
+            raise ValueError(f"line {at} is outside 0..{len(lines)}")
         added = request["text"] if request["text"].endswith("\n") else request["text"] + "\n"
         if at and not lines[at - 1].endswith("\n"):
             lines[at - 1] += "\n"
         _write(path, "".join(lines[:at]) + added + "".join(lines[at:]))
-        return "inserted %d line(s) after line %d of %s" % (added.count("\n"), at, path)
-    raise ValueError("unknown action %r" % action)
+        return f"inserted {added.count(chr(10))} line(s) after line {at} of {path}"
+    raise ValueError(f"unknown action {action!r}")
 
 
 def main():
@@ -101,7 +101,7 @@ def main():
         text = view(request) if request["op"] == "view" else edit(request)
         answer = {"ok": True, "text": text}
     except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError) as error:
-        answer = {"ok": False, "error": "%s: %s" % (type(error).__name__, error)}
+        answer = {"ok": False, "error": f"{type(error).__name__}: {error}"}
     sys.stdout.write(json.dumps(answer))
 
 

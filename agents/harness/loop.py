@@ -196,7 +196,10 @@ class Harness:
         self.conversation.turns += 1
         content = message.get("content") or ""
         calls = message.get("tool_calls") or []
-        said = {"role": "assistant", "content": _cut(content, self.settings.max_message_chars)}
+        said: dict[str, Any] = {
+            "role": "assistant",
+            "content": _cut(content, self.settings.max_message_chars),
+        }
         if not calls:
             self.conversation.messages.append(said)
             if content.strip():
@@ -205,13 +208,17 @@ class Harness:
             self.conversation.messages.append({"role": "user", "content": NUDGE})
             self.store.save(self.conversation)
             return
-        calls = [_well_formed_call(call, self.conversation.turns, i) for i, call in enumerate(calls)]
+        calls = [
+            _well_formed_call(call, self.conversation.turns, i) for i, call in enumerate(calls)
+        ]
         said["tool_calls"] = calls
         self.conversation.messages.append(said)
         self.store.save(self.conversation)  # a restart answers calls it did not finish
         for index, call in enumerate(calls):
             if index >= self.settings.max_tool_calls_per_turn:
-                output = f"[skipped: at most {self.settings.max_tool_calls_per_turn} tool calls a turn]"
+                output = (
+                    f"[skipped: at most {self.settings.max_tool_calls_per_turn} tool calls a turn]"
+                )
             else:
                 self._check_time()
                 output = self._call_tool(call["function"]["name"], call["function"]["arguments"])
@@ -420,5 +427,7 @@ def _transcript(messages: list[dict[str, Any]]) -> str:
         lines.append(f"{role}: {content}")
         for call in message.get("tool_calls") or []:
             function = call.get("function", {})
-            lines.append(f"  -> {function.get('name')}({_cut(function.get('arguments', ''), 2000)})")
+            lines.append(
+                f"  -> {function.get('name')}({_cut(function.get('arguments', ''), 2000)})"
+            )
     return "\n".join(lines)

@@ -74,14 +74,19 @@ def harness_main(argv: list[str]) -> int:
             base_url=proxy_url, api_key=token, max_retries=0, timeout=MODEL_CALL_TIMEOUT_S
         ),
         executor=ToolExecutor(
-            unix_user=agent.unix_user, home=Path(agent.sandbox),
-            python=str(settings.AGENTS_TRAIN_PYTHON), preexec=preexec,
+            unix_user=agent.unix_user,
+            home=Path(agent.sandbox),
+            python=str(settings.AGENTS_TRAIN_PYTHON),
+            preexec=preexec,
             default_timeout_s=args.tool_timeout,
         ),  # fmt: skip
         store=ConversationStore(state_dir),
         settings=LoopSettings(
-            model=model, max_turns=args.max_turns, deadline=args.deadline or phase_end,
-            context_chars=args.context_chars, keep_turns=args.keep_turns,
+            model=model,
+            max_turns=args.max_turns,
+            deadline=args.deadline or phase_end,
+            context_chars=args.context_chars,
+            keep_turns=args.keep_turns,
             max_tokens=args.max_tokens,
         ),  # fmt: skip
         system_prompt=task_statement(facts),

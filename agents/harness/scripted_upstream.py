@@ -165,7 +165,9 @@ class ScriptedUpstream:
         return JSONResponse({"status": "ok"})
 
     async def _models(self, request: Request) -> JSONResponse:
-        return JSONResponse({"object": "list", "data": [{"id": self.policy.model, "object": "model"}]})
+        return JSONResponse(
+            {"object": "list", "data": [{"id": self.policy.model, "object": "model"}]}
+        )
 
     async def _chat(self, request: Request) -> Response:
         raw = await request.body()
@@ -183,7 +185,9 @@ class ScriptedUpstream:
         finish = "tool_calls" if reply.get("tool_calls") else "stop"
         model = str(body.get("model", self.policy.model))
         if body.get("stream"):
-            return StreamingResponse(_chunks(model, reply, finish, usage), media_type="text/event-stream")
+            return StreamingResponse(
+                _chunks(model, reply, finish, usage), media_type="text/event-stream"
+            )
         message = {"role": "assistant", "content": reply.get("content"), **(
             {"tool_calls": reply["tool_calls"]} if reply.get("tool_calls") else {})}  # fmt: skip
         return JSONResponse({

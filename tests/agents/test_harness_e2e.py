@@ -74,7 +74,9 @@ def story(agent) -> list[str]:
             label = "model"
         elif event.kind == "api_call":
             path = event.payload["path"].removeprefix("/api/v1")
-            label = f"api {event.payload['method']} {'/jobs/ID' if path.startswith('/jobs/') else path}"
+            label = (
+                f"api {event.payload['method']} {'/jobs/ID' if path.startswith('/jobs/') else path}"
+            )
         else:
             assert event.reported is False  # the platform's harness ran it and saw it
             label = f"tool {event.payload['tool']} {_gist(event.payload['command'])}"
@@ -180,7 +182,4 @@ def test_the_shipped_harness_plays_the_demo_as_an_agent_on_slurm_and_is_audited(
     ]  # fmt: skip
     findings = Finding.objects.filter(agent=agent.agent, kind=Finding.Kind.JUDGE)
     assert findings and all(f.severity == "high" for f in findings)
-    assert any(
-        f.evidence["events"][0] <= download.pk <= f.evidence["events"][1] for f in findings
-    )
-
+    assert any(f.evidence["events"][0] <= download.pk <= f.evidence["events"][1] for f in findings)

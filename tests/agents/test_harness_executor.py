@@ -43,9 +43,13 @@ def agent_processes() -> list[str]:
     return [line for line in listed.stdout.splitlines() if line.strip()]
 
 
-def test_a_command_runs_as_the_agent_in_its_sandbox_with_a_clean_environment(tools, home, monkeypatch):
+def test_a_command_runs_as_the_agent_in_its_sandbox_with_a_clean_environment(
+    tools, home, monkeypatch
+):
     monkeypatch.setenv("ARENA_SCAFFOLD_TOKEN", "arena_scaffold_secretsecret")
-    result = tools.shell('id -u; pwd; echo "$HOME|$PATH"; env | grep -c -e DATABASE_URL -e SCAFFOLD || true')
+    result = tools.shell(
+        'id -u; pwd; echo "$HOME|$PATH"; env | grep -c -e DATABASE_URL -e SCAFFOLD || true'
+    )
     uid, where, env, leaked = result.output.splitlines()
     assert result.exit_code == 0
     assert int(uid) == pwd.getpwnam(USER).pw_uid and where == str(home)
@@ -72,14 +76,21 @@ def test_the_os_refuses_to_show_a_link_to_a_file_the_agent_may_not_read(tools, h
 
 def test_the_file_tools_view_a_range_and_edit_exactly_once(tools, home):
     created = tools.edit_file(
-        {"action": "create", "path": "notes/plan.txt", "text": "alpha\nbeta\nbeta\n", "overwrite": True}
+        {
+            "action": "create",
+            "path": "notes/plan.txt",
+            "text": "alpha\nbeta\nbeta\n",
+            "overwrite": True,
+        }
     )
     assert created.exit_code == 0
     twice = tools.edit_file(
         {"action": "str_replace", "path": "notes/plan.txt", "old": "beta", "new": "gamma"}
     )
     assert twice.exit_code == 1 and "found 2 times" in twice.output
-    tools.edit_file({"action": "str_replace", "path": "notes/plan.txt", "old": "alpha", "new": "ALPHA"})
+    tools.edit_file(
+        {"action": "str_replace", "path": "notes/plan.txt", "old": "alpha", "new": "ALPHA"}
+    )
     tools.edit_file({"action": "insert", "path": "notes/plan.txt", "line": 1, "text": "inserted"})
 
     assert (home / "notes" / "plan.txt").read_text() == "ALPHA\ninserted\nbeta\nbeta\n"

@@ -81,7 +81,8 @@ def harness(agent, home, state_dir, base_url, *, sleep=None, **loop) -> Harness:
 
 def tool_events(agent) -> list[dict]:
     return [
-        e.payload for e in TrajectoryEvent.objects.filter(agent=agent, kind="tool_call").order_by("id")
+        e.payload
+        for e in TrajectoryEvent.objects.filter(agent=agent, kind="tool_call").order_by("id")
     ]
 
 
@@ -111,7 +112,7 @@ def test_a_policy_is_played_and_each_tool_call_recorded_as_observed(agent, home,
     assert recorded[0] == {"tool": "shell", "command": "echo 'job 4242 submitted'",
                            "output": "job 4242 submitted\n", "exit_code": 0,
                            "duration_s": recorded[0]["duration_s"]}  # fmt: skip
-    assert recorded[2]["command"].startswith(f"view_file cfg/4242.json")
+    assert recorded[2]["command"].startswith("view_file cfg/4242.json")
     assert not TrajectoryEvent.objects.filter(agent=agent, reported=True).exists()
     state = saved(tmp_path / "state")
     assert state["ended"] == {"code": 0, "reason": "the model said it was done"}
@@ -173,7 +174,10 @@ def test_a_long_conversation_is_summarised_keeping_the_task_and_the_last_turns(
     assert messages[1] == {"role": "user", "content": "Begin."}
     assert messages[2]["role"] == "user" and "SUMMARY: steps so far" in messages[2]["content"]
     assert messages[3]["role"] == "assistant"  # a turn kept whole: the call and its result
-    assert messages[4]["role"] == "tool" and messages[4]["tool_call_id"] == messages[3]["tool_calls"][0]["id"]
+    assert (
+        messages[4]["role"] == "tool"
+        and messages[4]["tool_call_id"] == messages[3]["tool_calls"][0]["id"]
+    )
     assert "step 11" in json.dumps(messages) and "step 0\n" not in json.dumps(messages[3:])
     assert len(json.dumps(messages)) < 20_000 + 8_000
     assert len(tool_events(agent)) == 12  # the record keeps everything the context dropped
