@@ -144,6 +144,58 @@ def _reap_orphans() -> None:
             return
 
 
+def _exchange(
+    process: subprocess.Popen[bytes], request: bytes, deadline: float
+) -> tuple[bytes, bytes, str]:
+    """Write `request` to the process and read its output, without threads: (its standard
+    output, the tail of its errors, what went wrong: "" when it closed its output in time
+    and within HELPER_ANSWER_BYTES)."""
+    assert process.stdin and process.stdout and process.stderr
+    answer, errors = bytearray(), bytearray()
+    pending = memoryview(request)
+    with selectors.DefaultSelector() as selector:
+        for stream in (process.stdin, process.stdout, process.stderr):
+            os.set_blocking(stream.fileno(), False)
+        selector.register(process.stdin, selectors.EVENT_WRITE)
+        selector.register(process.stdout, selectors.EVENT_READ)
+        selector.register(process.stderr, selectors.EVENT_READ)
+        open_outputs = 2
+        while open_outputs:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return bytes(answer), bytes(errors), "no answer in time"
+            for key, _ in selector.select(timeout=min(left, 0.5)):
+                stream = key.fileobj
+                if stream is process.stdin:
+                    try:
+                        written = os.write(process.stdin.fileno(), pending[:READ_CHUNK])
+                    except BlockingIOError:
+                        continue
+                    except BrokenPipeError:
+                        written = len(pending)  # a worker that stopped reading gets no more
+                    pending = pending[written:]
+                    if not pending:
+                        selector.unregister(process.stdin)
+                        process.stdin.close()
+                    continue
+                try:
+                    data = os.read(stream.fileno(), READ_CHUNK)  # type: ignore[attr-defined]
+                except BlockingIOError:
+                    continue
+                if not data:
+                    selector.unregister(stream)
+                    open_outputs -= 1
+                elif stream is process.stdout:
+                    answer += data
+                    if len(answer) > HELPER_ANSWER_BYTES:
+                        too_large = f"an answer over {HELPER_ANSWER_BYTES} bytes"
+                        return bytes(answer[:HELPER_ANSWER_BYTES]), bytes(errors), too_large
+                else:
+                    errors += data
+                    del errors[: max(0, len(errors) - 4096)]
+    return bytes(answer), bytes(errors), ""
+
+
 class ToolExecutor:
     """Runs the model's tool calls as `unix_user` in `home`; the working directory persists
     between shell calls and stays inside the sandbox."""
@@ -159,6 +211,7 @@ class ToolExecutor:
         default_timeout_s: float = 600.0,
         max_timeout_s: float = 4 * 3600.0,
         view_lines: int = 400,
+        file_timeout_s: float = HELPER_TIMEOUT_S,
         cwd: str | None = None,
     ) -> None:
         self.unix_user = unix_user
@@ -170,6 +223,7 @@ class ToolExecutor:
         self.default_timeout_s = default_timeout_s
         self.max_timeout_s = max_timeout_s
         self.view_lines = view_lines
+        self.file_timeout_s = file_timeout_s
         self.cwd = cwd if cwd and self._inside(cwd) else self.home
         _become_subreaper()
 
@@ -290,20 +344,33 @@ class ToolExecutor:
     # --- files --------------------------------------------------------------------------
 
     def _file_helper(self, request: dict[str, object]) -> tuple[bool, str]:
+        """One request to the file worker, run as the agent: its answer read up to
+        HELPER_ANSWER_BYTES, the whole exchange bounded by HELPER_TIMEOUT_S (a worker the
+        agent stops or floods, from a process of its own, costs the harness nothing)."""
         try:
-            done = subprocess.run(
+            process = subprocess.Popen(
                 self._command(self.python, "-I", "-c", FILE_HELPER),
-                input=json.dumps(request).encode(), capture_output=True, cwd="/",
-                timeout=HELPER_TIMEOUT_S, preexec_fn=self._preexec if self.preexec else None,
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                cwd="/", start_new_session=True,
+                preexec_fn=self._preexec if self.preexec else None,
             )  # fmt: skip
-        except subprocess.TimeoutExpired:
-            return False, f"the file tool did not finish in {HELPER_TIMEOUT_S:.0f} s"
+        except OSError as failed:
+            return False, f"the file tool could not start: {failed}"
+        answer, errors, wrong = _exchange(
+            process, json.dumps(request).encode(), time.monotonic() + self.file_timeout_s
+        )
+        if wrong:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        if wrong:
+            return False, f"the file tool failed: {wrong}"
         try:
-            answer = json.loads(done.stdout[:HELPER_ANSWER_BYTES])
-            return bool(answer["ok"]), str(answer.get("text") or answer.get("error"))
+            parsed = json.loads(answer)
+            return bool(parsed["ok"]), str(parsed.get("text") or parsed.get("error"))
         except (ValueError, KeyError, TypeError):
-            error = done.stderr[-2000:].decode(errors="replace")
-            return False, f"the file tool failed (exit {done.returncode}): {error}"
+            error = errors[-2000:].decode(errors="replace")
+            return False, f"the file tool failed (exit {process.returncode}): {error}"
 
     def _path(self, path: str) -> str:
         return posixpath.normpath(posixpath.join(self.cwd, path))

@@ -52,7 +52,6 @@ def agent(arena, slurm, settings):
     sandboxes = UnixSandboxes(SANDBOXES)
     done = agent_provision(name="hx_demo", sandboxes=sandboxes, backend=slurm)
     yield done
-    subprocess.run(["pkill", "-KILL", "-u", done.agent.unix_user], check=False)
     agent_deprovision(name="hx_demo", sandboxes=sandboxes, backend=slurm)
 
 

@@ -27,7 +27,7 @@ def home() -> Path:
     sandboxes = UnixSandboxes(ROOT)
     made = sandboxes.create(USER)
     yield made
-    subprocess.run(["pkill", "-KILL", "-u", USER], check=False)
+    sandboxes.lock(USER)  # as deprovisioning does: no login, its processes ended
     sandboxes.remove(USER)
 
 
@@ -96,6 +96,18 @@ def test_the_file_tools_view_a_range_and_edit_exactly_once(tools, home):
     assert (home / "notes" / "plan.txt").read_text() == "ALPHA\ninserted\nbeta\nbeta\n"
     assert (home / "notes" / "plan.txt").owner() == USER  # written by the agent, not root
     assert tools.view_file("notes/plan.txt", 2, 3).output == "     2\tinserted\n     3\tbeta"
+
+
+def test_a_file_tool_that_would_block_forever_is_stopped_in_time(home):
+    tools = ToolExecutor(
+        unix_user=USER, home=home, python=str(settings.AGENTS_TRAIN_PYTHON), file_timeout_s=2
+    )
+    tools.shell("rm -f fifo; mkfifo fifo")  # opening it for reading waits for a writer
+    started = time.monotonic()
+    shown = tools.view_file("fifo")
+    assert shown.exit_code == 1 and shown.output == "the file tool failed: no answer in time"
+    assert time.monotonic() - started < 6
+    assert agent_processes() == []
 
 
 def test_an_output_bomb_is_cut_to_its_head_and_tail(tools):

@@ -38,7 +38,7 @@ def home() -> Path:
     sandboxes = UnixSandboxes(SANDBOXES)
     made = sandboxes.create(USER)
     yield made
-    subprocess.run(["pkill", "-KILL", "-u", USER], check=False)
+    sandboxes.lock(USER)  # as deprovisioning does: no login, its processes ended
     sandboxes.remove(USER)
 
 
