@@ -276,11 +276,14 @@ class ToolExecutor:
             os.close(cwd_write)
             return ToolResult(f"the command could not start: {failed}", None, 0.0)
         os.close(cwd_write)
-        timed_out = self._pump(process, output, started + timeout)
+        try:
+            timed_out = self._pump(process, output, started + timeout)
+        except BaseException:  # the harness is being stopped (SIGTERM): the command goes too
+            self._kill_call(process, before)
+            os.close(cwd_read)
+            raise
         if timed_out:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            _kill_all(agent_descendants(self.uid) - before)
+            self._kill_call(process, before)
         process.wait()
         _reap_orphans()
         reported = self._read_cwd(cwd_read)
@@ -300,6 +303,13 @@ class ToolExecutor:
             text = (text + "\n" if text else "") + "\n".join(notes)
         exit_code = None if timed_out else process.returncode
         return ToolResult(text, exit_code, round(time.monotonic() - started, 3))
+
+    def _kill_call(self, process: subprocess.Popen[bytes], before: set[int]) -> None:
+        """The call's process group, then whatever of the agent's it started that left it."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        _kill_all(agent_descendants(self.uid) - before)
+        process.wait()
 
     def _pump(
         self, process: subprocess.Popen[bytes], output: BoundedOutput, deadline: float

@@ -36,6 +36,7 @@ class ExitCode(IntEnum):
     DEADLINE = 4
     BUDGET_SPENT = 5  # the proxy answered 402: the scaffold's budget is spent
     UPSTREAM_FAILING = 6  # the model failed too many times in a row, with backoff
+    STOPPED = 143  # SIGTERM (the supervisor's stop): the running tool call was killed
 
 
 TOOLS: list[dict[str, Any]] = [

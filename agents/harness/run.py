@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
+import sys
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -48,8 +50,15 @@ def _from_supervisor(run_id: str) -> tuple[str, str, Path, Callable[[], None] | 
     return run.agent.name, run.model, Path(settings.AGENTS_RUNS_DIR) / str(run.pk), preexec
 
 
+def _stop_on_sigterm(signum: int, frame: object) -> None:
+    """The supervisor stops a run with SIGTERM: unwind, so the running tool call is killed
+    with everything it started, and exit 143 (128 + SIGTERM) as a killed process would."""
+    sys.exit(ExitCode.STOPPED)
+
+
 def harness_main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s harness %(message)s")
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)
     args = parser().parse_args(argv)
     preexec: Callable[[], None] | None = None
     if args.run:

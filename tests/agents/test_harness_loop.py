@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -77,6 +79,13 @@ def harness(agent, home, state_dir, base_url, *, sleep=None, **loop) -> Harness:
         record=observed_recorder(agent),
         **({"sleep": sleep} if sleep else {}),
     )
+
+
+def agent_processes() -> list[str]:
+    listed = subprocess.run(
+        ["ps", "-u", USER, "-o", "pid=,args="], capture_output=True, text=True, check=False
+    )
+    return [line for line in listed.stdout.splitlines() if line.strip()]
 
 
 def tool_events(agent) -> list[dict]:
@@ -306,3 +315,34 @@ def test_a_spent_budget_ends_the_harness_process_with_its_exit_code(arena, home,
     assert done.returncode == ExitCode.BUDGET_SPENT, done.stderr[-3000:]
     assert "the scaffold's budget is spent" in done.stderr
     assert server.requests == 0 and not TrajectoryEvent.objects.filter(agent=agent).exists()
+
+
+def test_the_supervisors_sigterm_stops_the_harness_and_its_running_command(
+    transactional_db, home, tmp_path, play
+):
+    agent = agent_create(name="hx_stop", credit_limit=Decimal("5"))
+    Agent.objects.filter(pk=agent.pk).update(unix_user=USER, sandbox=str(home))
+    server = play([shell("setsid sleep 1004 & sleep 1005"), {"final": "never"}])
+    env = {
+        **os.environ,
+        "DATABASE_URL": _database_url_for_subprocess(),
+        "ARENA_PROXY_URL": server.base_url,  # straight to the upstream: no proxy needed here
+        "ARENA_SCAFFOLD_TOKEN": "unused",
+    }
+    harness_process = subprocess.Popen(
+        [sys.executable, "-m", "agents.harness", "--agent", "hx_stop", "--model",
+         "scripted-agent", "--state-dir", str(tmp_path / "state")],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while "sleep 1005" not in " ".join(agent_processes()):
+        assert time.monotonic() < deadline and harness_process.poll() is None
+        time.sleep(0.1)
+
+    harness_process.send_signal(signal.SIGTERM)
+
+    assert harness_process.wait(timeout=30) == ExitCode.STOPPED
+    assert agent_processes() == []  # the command and the child that left its group
+    # The state stays for a restart, which answers the interrupted call (tested above).
+    state = saved(tmp_path / "state")
+    assert state["ended"] is None and state["messages"][-1]["role"] == "assistant"
