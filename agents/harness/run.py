@@ -75,7 +75,9 @@ def harness_main(argv: list[str]) -> int:
     proxy_url, token = os.environ.get("ARENA_PROXY_URL"), os.environ.get("ARENA_SCAFFOLD_TOKEN")
     if not proxy_url or not token:
         parser().error("ARENA_PROXY_URL and ARENA_SCAFFOLD_TOKEN must be set")
-    agent = Agent.objects.get(name=name, active=True)
+    agent = Agent.objects.filter(name=name, active=True).first()
+    if agent is None or not agent.unix_user:  # a restart would not help: say so, exit 2
+        parser().error(f"no active, provisioned agent called {name!r}")
     facts = task_facts(agent, args.deadline)
     phase_end = _phase_end()
     harness = Harness(
