@@ -357,6 +357,7 @@ class ToolExecutor:
         """One request to the file worker, run as the agent: its answer read up to
         HELPER_ANSWER_BYTES, the whole exchange bounded by HELPER_TIMEOUT_S (a worker the
         agent stops or floods, from a process of its own, costs the harness nothing)."""
+        before = agent_descendants(self.uid)
         try:
             process = subprocess.Popen(
                 self._command(self.python, "-I", "-c", FILE_HELPER),
@@ -370,9 +371,9 @@ class ToolExecutor:
             process, json.dumps(request).encode(), time.monotonic() + self.file_timeout_s
         )
         if wrong:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
+            self._kill_call(process, before)
         process.wait()
+        _reap_orphans()
         if wrong:
             return False, f"the file tool failed: {wrong}"
         try:
