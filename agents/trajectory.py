@@ -5,8 +5,10 @@ Three kinds of event go to `TrajectoryEvent` (append-only in PostgreSQL):
   status, latency);
 - `api_call`: the agent API saw it (method, path, status, duration, a redacted summary of the
   body; never a token);
-- `tool_call`: the agent's harness reported it (`POST /api/v1/trajectory/events`); the
-  platform did not see the command run, so the event is marked `reported`.
+- `tool_call`: either the platform's own harness (`agents.harness`) ran it as the agent's
+  user and saw it (`tool_call_observed`), or an agent's harness reported it
+  (`POST /api/v1/trajectory/events`, `tool_call_record`): the platform did not see that
+  command run, so the event is marked `reported`.
 
 Every event is bounded (`MAX_EVENT_BYTES`: long strings are cut, head and tail kept, and the
 cut is said in the text), and so is each agent's day (`day_bounds`): past them events are
@@ -388,6 +390,27 @@ def tool_call_record(*, agent: Agent, report: Any) -> TrajectoryEvent:
         "duration_s": duration,
     }
     return _append(agent=agent, kind=TrajectoryEvent.Kind.TOOL_CALL, reported=True, payload=payload)
+
+
+def tool_call_observed(
+    *,
+    agent: Agent,
+    tool: str,
+    command: str,
+    output: str,
+    exit_code: int | None,
+    duration_s: float | None,
+) -> TrajectoryEvent | None:
+    """Record a tool call the platform's harness ran itself, as the agent's user: observed,
+    not reported. Same payload and bounds as `tool_call_record`; never raises."""
+    payload = {
+        "tool": tool[:100],
+        "command": _TOKEN.sub(REDACTED, command),
+        "output": _TOKEN.sub(REDACTED, output),
+        "exit_code": exit_code,
+        "duration_s": duration_s,
+    }
+    return _observed(agent=agent, kind=TrajectoryEvent.Kind.TOOL_CALL, payload=payload)
 
 
 # --- reading (organizers and the audit only; no agent route reads it) ---------------------------

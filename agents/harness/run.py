@@ -1,0 +1,132 @@
+"""Wiring the harness for one agent: its sandbox, its budgets, the proxy, the recorder."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+
+import openai
+from django.conf import settings
+from django.db import close_old_connections, connection
+
+from agents.harness.executor import ToolExecutor, ToolResult
+from agents.harness.loop import ExitCode, Harness, LoopSettings
+from agents.harness.state import ConversationStore
+from agents.harness.task_statement import FIRST_MESSAGE, task_facts, task_statement
+from agents.models import Agent
+from agents.trajectory import tool_call_observed
+
+MODEL_CALL_TIMEOUT_S = 900.0
+
+
+def parser() -> argparse.ArgumentParser:
+    found = argparse.ArgumentParser(prog="python -m agents.harness", description=__doc__)
+    found.add_argument("--run", help="the agent run (the supervisor's) this harness plays")
+    found.add_argument("--agent", help="without --run: the agent's name")
+    found.add_argument("--model", help="without --run: the proxy's model name (an Upstream)")
+    found.add_argument("--state-dir", type=Path, help="without --run: where the state is kept")
+    found.add_argument("--deadline", type=datetime.fromisoformat, help="ISO time, with zone")
+    found.add_argument("--max-turns", type=int, default=LoopSettings.max_turns)
+    found.add_argument("--context-chars", type=int, default=LoopSettings.context_chars)
+    found.add_argument("--keep-turns", type=int, default=LoopSettings.keep_turns)
+    found.add_argument("--max-tokens", type=int, default=LoopSettings.max_tokens)
+    found.add_argument("--tool-timeout", type=float, default=600.0, help="seconds, default 600")
+    return found
+
+
+def _from_supervisor(run_id: str) -> tuple[str, str, Path, Callable[[], None] | None]:
+    """The agent, model, state folder and cgroup preexec of a supervised run (agents.runs)."""
+    from agents.runs.limits import RunLimits  # type: ignore[import-not-found]
+    from agents.runs.models import AgentRun  # type: ignore[import-not-found]
+
+    run = AgentRun.objects.select_related("agent").get(pk=run_id)
+    preexec = RunLimits.for_run(run.pk).preexec
+    return run.agent.name, run.model, Path(settings.AGENTS_RUNS_DIR) / str(run.pk), preexec
+
+
+def _stop_on_sigterm(signum: int, frame: object) -> None:
+    """The supervisor stops a run with SIGTERM: unwind, so the running tool call is killed
+    with everything it started, and exit 143 (128 + SIGTERM) as a killed process would."""
+    sys.exit(ExitCode.STOPPED)
+
+
+def harness_main(argv: list[str]) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s harness %(message)s")
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    args = parser().parse_args(argv)
+    preexec: Callable[[], None] | None = None
+    if args.run:
+        try:
+            name, model, state_dir, preexec = _from_supervisor(args.run)
+        except ImportError:
+            parser().error("--run needs the agent-run supervisor (agents.runs), not installed")
+    elif args.agent and args.model and args.state_dir:
+        name, model, state_dir = args.agent, args.model, args.state_dir
+    else:
+        parser().error("give --run RUN_ID, or --agent, --model and --state-dir")
+    if args.deadline is not None and args.deadline.tzinfo is None:
+        parser().error("--deadline needs a time zone (e.g. 2026-12-01T12:00:00+00:00)")
+    proxy_url, token = os.environ.get("ARENA_PROXY_URL"), os.environ.get("ARENA_SCAFFOLD_TOKEN")
+    if not proxy_url or not token:
+        parser().error("ARENA_PROXY_URL and ARENA_SCAFFOLD_TOKEN must be set")
+    agent = Agent.objects.filter(name=name, active=True).first()
+    if agent is None or not agent.unix_user:  # a restart would not help: say so, exit 2
+        parser().error(f"no active, provisioned agent called {name!r}")
+    facts = task_facts(agent, args.deadline)
+    phase_end = _phase_end()
+    harness = Harness(
+        client=openai.OpenAI(
+            base_url=proxy_url, api_key=token, max_retries=0, timeout=MODEL_CALL_TIMEOUT_S
+        ),
+        executor=ToolExecutor(
+            unix_user=agent.unix_user,
+            home=Path(agent.sandbox),
+            python=str(settings.AGENTS_TRAIN_PYTHON),
+            preexec=preexec,
+            default_timeout_s=args.tool_timeout,
+        ),  # fmt: skip
+        store=ConversationStore(state_dir),
+        settings=LoopSettings(
+            model=model,
+            max_turns=args.max_turns,
+            deadline=args.deadline or phase_end,
+            context_chars=args.context_chars,
+            keep_turns=args.keep_turns,
+            max_tokens=args.max_tokens,
+        ),  # fmt: skip
+        system_prompt=task_statement(facts),
+        first_message=FIRST_MESSAGE,
+        record=observed_recorder(agent),
+    )
+    return int(harness.run())
+
+
+def _phase_end() -> datetime | None:
+    from arena.competition.selectors import phase_running
+
+    phase = phase_running()
+    return phase.ends_at if phase is not None else None
+
+
+def observed_recorder(agent: Agent) -> Callable[[str, str, ToolResult], None]:
+    """Append each tool call to the agent's trajectory as observed. A days-long process: a
+    connection the database dropped meanwhile is replaced before each write."""
+
+    def record(tool: str, command: str, result: ToolResult) -> None:
+        if not connection.in_atomic_block:  # a caller's transaction keeps its connection
+            close_old_connections()
+        tool_call_observed(
+            agent=agent, tool=tool, command=command, output=result.output,
+            exit_code=result.exit_code, duration_s=result.duration_s,
+        )  # fmt: skip
+
+    return record
+
+
+__all__ = ["ExitCode", "harness_main", "observed_recorder", "parser"]

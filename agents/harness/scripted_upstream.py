@@ -1,0 +1,248 @@
+"""A scripted upstream: a real OpenAI-compatible HTTP server whose model plays a policy, a list
+of tool calls, so the demo and the end-to-end tests drive the platform's harness without a
+real model (`python -m agents.harness.scripted_upstream --port P --policy FILE`).
+
+A policy is JSON: `{"model": NAME, "summary": TEXT, "steps": [...]}`. Each step is either a
+tool call, `{"say": TEXT, "tool": "shell", "arguments": {...}, "capture": {NAME: REGEX}}`, or
+the end, `{"final": TEXT}` (`raw_arguments`, text sent as is, plays a model that
+sends malformed arguments). `{NAME}` in a step's strings is replaced by a value captured
+earlier: each regex of `capture` is matched on the output of that step's tool call (the tool
+message the next request carries) and its first group kept under NAME; `--var NAME=VALUE` sets
+values up front. A capture that does not match ends the play with a final message saying so.
+
+Requests without `tools` (the harness asking for a summary of old turns) get the policy's
+`summary` and do not advance the play. Replies are whole or streamed (SSE, tool calls in
+pieces, as OpenAI sends them) and report usage (about 4 characters a token), which the
+platform's proxy bills on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import socket
+import threading
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+class Policy:
+    """The play's state: the next step, the values captured, the captures awaited."""
+
+    def __init__(self, policy: dict[str, Any], values: dict[str, str] | None = None) -> None:
+        self.model = str(policy.get("model", "scripted-agent"))
+        self.summary = str(policy.get("summary", "Summary: the work so far is in the journal."))
+        self.steps: list[dict[str, Any]] = list(policy["steps"])
+        self.values: dict[str, str] = dict(values or {})
+        self.position = 0
+        self.awaiting: dict[str, str] = {}
+        self.lock = threading.Lock()
+
+    @classmethod
+    def from_file(cls, path: Path, values: dict[str, str] | None = None) -> Policy:
+        return cls(json.loads(path.read_text(encoding="utf-8")), values)
+
+    def _fill(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return _PLACEHOLDER.sub(lambda m: self.values.get(m.group(1), m.group(0)), value)
+        if isinstance(value, dict):
+            return {key: self._fill(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [self._fill(item) for item in value]
+        return value
+
+    def next_reply(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        """The assistant message for this request: the next step, filled in."""
+        with self.lock:
+            if self.awaiting:
+                output = _last_tool_output(messages)
+                for name, pattern in self.awaiting.items():
+                    found = re.search(pattern, output)
+                    if found is None:
+                        self.position = len(self.steps)
+                        return {"content": f"I stop: no {name} ({pattern}) in the last output."}
+                    self.values[name] = found.group(1)
+                self.awaiting = {}
+            if self.position >= len(self.steps):
+                return {"content": "I am done."}
+            step = self.steps[self.position]
+            self.position += 1
+            if "final" in step:
+                self.position = len(self.steps)
+                return {"content": self._fill(step["final"])}
+            self.awaiting = dict(step.get("capture") or {})
+            arguments = step.get("raw_arguments")  # as sent, for tests of malformed calls
+            if not isinstance(arguments, str):
+                arguments = json.dumps(self._fill(step.get("arguments") or {}))
+            call = {
+                "id": f"call_{self.position}",
+                "type": "function",
+                "function": {"name": step["tool"], "arguments": arguments},
+            }
+            return {"content": self._fill(step.get("say") or None), "tool_calls": [call]}
+
+
+def _last_tool_output(messages: list[dict[str, Any]]) -> str:
+    outputs = []
+    for message in reversed(messages):
+        if not isinstance(message, dict) or message.get("role") != "tool":
+            break
+        outputs.append(str(message.get("content") or ""))
+    return "\n".join(reversed(outputs))
+
+
+def _usage(body: bytes, reply: dict[str, Any], max_tokens: Any) -> dict[str, int]:
+    completion = len(json.dumps(reply)) // 4 + 1
+    if isinstance(max_tokens, int) and max_tokens > 0:
+        completion = min(completion, max_tokens)
+    prompt = len(body) // 4 + 1
+    return {"prompt_tokens": prompt, "completion_tokens": completion,
+            "total_tokens": prompt + completion}  # fmt: skip
+
+
+class ScriptedUpstream:
+    """The server, in a thread of this process (tests) or in the foreground (`main`)."""
+
+    def __init__(self, policy: Policy, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.policy = policy
+        self.host = host
+        self.port = port
+        self.requests = 0
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    def app(self) -> Starlette:
+        return Starlette(
+            routes=[
+                Route("/health", self._health),
+                Route("/v1/models", self._models),
+                Route("/v1/chat/completions", self._chat, methods=["POST"]),
+            ]
+        )
+
+    def _config(self) -> uvicorn.Config:
+        if not self.port:
+            with socket.socket() as probe:
+                probe.bind((self.host, 0))
+                self.port = probe.getsockname()[1]
+        return uvicorn.Config(self.app(), host=self.host, port=self.port, log_level="warning")
+
+    def start(self) -> None:
+        self._server = uvicorn.Server(self._config())
+        self._thread = threading.Thread(target=self._server.run, daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the scripted upstream did not start")
+            time.sleep(0.02)
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def serve_forever(self) -> None:
+        uvicorn.Server(self._config()).run()
+
+    async def _health(self, request: Request) -> JSONResponse:
+        return JSONResponse({"status": "ok"})
+
+    async def _models(self, request: Request) -> JSONResponse:
+        return JSONResponse(
+            {"object": "list", "data": [{"id": self.policy.model, "object": "model"}]}
+        )
+
+    async def _chat(self, request: Request) -> Response:
+        raw = await request.body()
+        try:
+            body = json.loads(raw)
+            messages = body["messages"]
+        except (ValueError, KeyError, TypeError):
+            return JSONResponse({"error": {"message": "not a chat request"}}, status_code=400)
+        self.requests += 1
+        if body.get("tools"):
+            reply = self.policy.next_reply(messages)
+        else:
+            reply = {"content": self.policy.summary}
+        usage = _usage(raw, reply, body.get("max_tokens"))
+        finish = "tool_calls" if reply.get("tool_calls") else "stop"
+        model = str(body.get("model", self.policy.model))
+        if body.get("stream"):
+            return StreamingResponse(
+                _chunks(model, reply, finish, usage), media_type="text/event-stream"
+            )
+        message = {"role": "assistant", "content": reply.get("content"), **(
+            {"tool_calls": reply["tool_calls"]} if reply.get("tool_calls") else {})}  # fmt: skip
+        return JSONResponse({
+            "id": f"chatcmpl-scripted-{self.requests}", "object": "chat.completion",
+            "created": int(time.time()), "model": model,
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": usage,
+        })  # fmt: skip
+
+
+async def _chunks(
+    model: str, reply: dict[str, Any], finish: str, usage: dict[str, int]
+) -> AsyncIterator[str]:
+    def chunk(delta: dict[str, Any], finish_reason: str | None = None, **extra: Any) -> str:
+        data = {
+            "id": "chatcmpl-scripted", "object": "chat.completion.chunk",
+            "created": int(time.time()), "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}], **extra,
+        }  # fmt: skip
+        return f"data: {json.dumps(data)}\n\n"
+
+    yield chunk({"role": "assistant"})
+    text = reply.get("content") or ""
+    for start in range(0, len(text), 16):
+        yield chunk({"content": text[start : start + 16]})
+    for index, call in enumerate(reply.get("tool_calls") or []):
+        arguments = call["function"]["arguments"]
+        half = len(arguments) // 2
+        yield chunk({"tool_calls": [{"index": index, "id": call["id"], "type": "function",
+                     "function": {"name": call["function"]["name"], "arguments": arguments[:half]}}]})  # fmt: skip
+        yield chunk({"tool_calls": [{"index": index, "function": {"arguments": arguments[half:]}}]})
+    yield chunk({}, finish, usage=usage)
+    yield "data: [DONE]\n\n"
+
+
+def _values(pairs: list[str]) -> dict[str, str]:
+    values = {}
+    for pair in pairs:
+        name, equals, value = pair.partition("=")
+        if not equals or not _PLACEHOLDER.fullmatch("{" + name + "}"):
+            raise argparse.ArgumentTypeError(f"--var {pair!r}: NAME=VALUE")
+        values[name] = value
+    return values
+
+
+def main(argv: list[str] | None = None) -> None:
+    found = argparse.ArgumentParser(prog="python -m agents.harness.scripted_upstream")
+    found.add_argument("--policy", type=Path, required=True)
+    found.add_argument("--port", type=int, required=True)
+    found.add_argument("--host", default="127.0.0.1")
+    found.add_argument("--var", action="append", default=[], metavar="NAME=VALUE")
+    args = found.parse_args(argv)
+    policy = Policy.from_file(args.policy, _values(args.var))
+    ScriptedUpstream(policy, host=args.host, port=args.port).serve_forever()
+
+
+if __name__ == "__main__":
+    main()
