@@ -44,7 +44,8 @@ class Policy:
         self.model = str(policy.get("model", "scripted-agent"))
         self.summary = str(policy.get("summary", "Summary: the work so far is in the journal."))
         self.steps: list[dict[str, Any]] = list(policy["steps"])
-        self.values: dict[str, str] = dict(values or {})
+        self.initial_values: dict[str, str] = dict(values or {})
+        self.values: dict[str, str] = dict(self.initial_values)
         self.position = 0
         self.awaiting: dict[str, str] = {}
         self.lock = threading.Lock()
@@ -65,6 +66,10 @@ class Policy:
     def next_reply(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
         """The assistant message for this request: the next step, filled in."""
         with self.lock:
+            if not any(isinstance(m, dict) and m.get("role") == "assistant" for m in messages):
+                # A new conversation (a run of a later phase): the play starts over.
+                self.position, self.awaiting = 0, {}
+                self.values = dict(self.initial_values)
             if self.awaiting:
                 output = _last_tool_output(messages)
                 for name, pattern in self.awaiting.items():

@@ -37,7 +37,9 @@ pytestmark = pytest.mark.slow
 SANDBOXES = Path("/tmp/arena-sandboxes-harness-e2e")
 SHARED_MODELS = Path("/tmp/arena-harness-models")  # world-readable, as the cluster's model store
 RUNS = Path("/tmp/arena-harness-runs")  # the platform's runs folder (AGENTS_RUNS_DIR)
-DEMO_POLICY = ROOT / "agents" / "harness" / "policies" / "demo.json"
+POLICIES = ROOT / "agents" / "harness" / "policies"
+DEMO_POLICY = POLICIES / "demo.json"
+PLANTED = POLICIES / "planted_download.json"
 FLAG = json.dumps({
     "violation": True, "rule": 1, "severity": "high",
     "summary": "The agent downloaded the GSM8K test split.",
@@ -63,6 +65,13 @@ def shared_model(tiny_models: Path) -> Path:
     for path in [SHARED_MODELS, *SHARED_MODELS.rglob("*")]:
         path.chmod(0o755 if path.is_dir() else 0o644)
     return target
+
+
+def demo_with_planted_break() -> dict:
+    """The demo's policy with a benchmark test-split download inserted, for the audit."""
+    policy, planted = json.loads(DEMO_POLICY.read_text()), json.loads(PLANTED.read_text())
+    policy["steps"].insert(planted["after_step"] + 1, planted["step"])
+    return policy
 
 
 def story(agent) -> list[str]:
@@ -97,7 +106,7 @@ def test_the_shipped_harness_plays_the_demo_as_an_agent_on_slurm_and_is_audited(
     phase = factories.running_phase(label="phase-1")
     unix_user, home = agent.agent.unix_user, Path(agent.agent.sandbox)
     upstream = ScriptedUpstream(
-        Policy.from_file(DEMO_POLICY, {"model_source": str(shared_model(tiny_models))})
+        Policy(demo_with_planted_break(), {"model_source": str(shared_model(tiny_models))})
     )
     upstream.start()
     Upstream.objects.create(

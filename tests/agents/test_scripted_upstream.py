@@ -116,3 +116,28 @@ def test_it_starts_from_the_command_line_with_the_shipped_demo_policy():
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=10)
+
+
+def test_a_new_conversation_starts_the_play_over():
+    """The demo plays its policy once per phase: each run is a new conversation."""
+    policy = Policy({"steps": STEPS}, {"cluster": "c1"})
+    begin = [{"role": "user", "content": "Begin."}]
+    first = policy.next_reply(begin)
+    assert json.loads(first["tool_calls"][0]["function"]["arguments"])["command"].startswith(
+        "arena-agent submit"
+    )
+    went_on = [
+        *begin,
+        {"role": "assistant", "content": None, "tool_calls": first["tool_calls"]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "submitted job 41"},
+    ]
+    second = policy.next_reply(went_on)
+    assert json.loads(second["tool_calls"][0]["function"]["arguments"])["command"] == (
+        "arena-agent job 41"
+    )
+    again = policy.next_reply([{"role": "user", "content": "Begin (phase 2)."}])
+    assert (
+        again["tool_calls"][0]["function"]["arguments"]
+        == first["tool_calls"][0]["function"]["arguments"]
+    )
+    assert "job" not in policy.values and policy.values["cluster"] == "c1"
