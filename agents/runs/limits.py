@@ -18,6 +18,7 @@ setrlimit, nothing that takes a lock another thread may hold.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import resource
