@@ -3,9 +3,15 @@
 Started detached by the supervisor (its own session, parent gone), so neither the supervisor's
 nor the web platform's restart touches a run. It issues the attempt's scaffold token, creates
 the run's limits, starts the child, waits, holds the deadline, and on the way out ends every
-process of the attempt, writes the outcome (database and the platform-owned status file),
-revokes the token and removes the group. What comes next (a restart after a crash, `failed`)
-is the supervisor's decision, not the keeper's.
+process of the attempt, writes the outcome (the platform-owned status file, then the
+database), revokes the token and removes the group. What comes next (a restart after a
+crash, `failed`) is the supervisor's decision, not the keeper's.
+
+The keeper itself never loads Django: a process with the whole platform imported is about
+130 MB, and there is one keeper per running agent. Its two moments with the database run as
+short-lived children of its own (`--step prepare` before the attempt, `--step record` after),
+so what stays resident while an agent works is a plain Python process of about 20 MB. A stop
+reaches it as SIGUSR1 (the supervisor sends it again each round until the run has ended).
 """
 
 from __future__ import annotations
@@ -20,17 +26,20 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
+
+from agents.runs.limits import RunLimits, RunLimitValues, limits_for
 
 PR_SET_PDEATHSIG = 1
+STEP_TIMEOUT_S = 120
+RECORD_TRIES = 5
 
 
-def run_folder(run_id: int) -> Path:
+def run_folder(runs_dir: Path | str, run_id: int) -> Path:
     """The run's platform-owned folder: 0700 root, never in a sandbox."""
-    from django.conf import settings
-
-    root = Path(settings.AGENTS_RUNS_DIR)
+    root = Path(runs_dir)
     root.mkdir(mode=0o700, parents=True, exist_ok=True)
     folder = root / str(run_id)
     folder.mkdir(mode=0o700, exist_ok=True)
@@ -38,11 +47,18 @@ def run_folder(run_id: int) -> Path:
     return folder
 
 
-def status_write(run_id: int, status: dict[str, object]) -> None:
-    folder = run_folder(run_id)
+def status_write(folder: Path, status: dict[str, Any]) -> None:
     temporary = folder / "status.json.tmp"
     temporary.write_text(json.dumps(status, indent=1, default=str) + "\n")
     os.replace(temporary, folder / "status.json")
+
+
+def status_read(folder: Path) -> dict[str, Any] | None:
+    try:
+        with open(folder / "status.json", "rb") as handle:
+            return json.loads(handle.read(65536))
+    except (OSError, ValueError):
+        return None
 
 
 def _die_with_parent() -> None:
@@ -67,18 +83,18 @@ class BoundedLog:
         self.thread.start()
 
     def _copy(self, stream: IO[bytes]) -> None:
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "ab") as out:
-            while chunk := stream.read1(65536):
-                room = self.limit - self.written
-                if room > 0:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW
+        with os.fdopen(os.open(self.path, flags, 0o600), "ab") as out:
+            while chunk := stream.read1(65536):  # type: ignore[attr-defined]
+                room = max(0, self.limit - self.written)
+                if room:
                     out.write(chunk[:room])
                     out.flush()
                     self.written += min(room, len(chunk))
-                self.dropped += max(0, len(chunk) - max(room, 0))
+                self.dropped += max(0, len(chunk) - room)
             if self.dropped:
-                out.write(f"\n[rsi-arena: output cut at {self.limit} bytes; "
-                          f"{self.dropped} more bytes dropped]\n".encode())  # fmt: skip
+                note = f"\n[rsi-arena: output cut at {self.limit} bytes; {self.dropped} more dropped]\n"
+                out.write(note.encode())
 
     def close(self, timeout: float = 5.0) -> None:
         if self.thread is not None:
@@ -87,80 +103,47 @@ class BoundedLog:
 
 class Keeper:
     def __init__(self, run_id: int) -> None:
-        from django.conf import settings
-
         self.run_id = run_id
-        self.settings = settings
-        self.pid = os.getpid()
         self.stop_signalled = threading.Event()
         self.terminated = False
         signal.signal(signal.SIGUSR1, lambda *_: self.stop_signalled.set())
         signal.signal(signal.SIGTERM, self._on_terminate)
 
-    # --- the database, briefly: a keeper holds no connection while it waits --------------
-    def _run(self):  # type: ignore[no-untyped-def]
-        from django.db import close_old_connections
-
-        from agents.runs.models import AgentRun
-
-        close_old_connections()
-        return AgentRun.objects.select_related("agent").get(pk=self.run_id)
-
-    def _update(self, **fields: object) -> int:
-        from django.db import connection
-
-        from agents.runs.models import AgentRun
-
-        try:
-            return AgentRun.objects.filter(pk=self.run_id, keeper_pid=self.pid).update(**fields)
-        finally:
-            connection.close()
-
-    def register(self) -> bool:
-        """Claim the run's current attempt; another live keeper already holding it wins."""
-        from django.db.models import Q
-
-        from agents.runs.models import AgentRun
-        from agents.runs.processes import start_time
-
-        started = start_time(self.pid)
-        claimed = (
-            AgentRun.objects.filter(pk=self.run_id, state=AgentRun.State.RUNNING)
-            .filter(Q(keeper_pid=None) | Q(keeper_pid=self.pid, keeper_started=started))
-            .update(keeper_pid=self.pid, keeper_started=started)
-        )
-        return claimed == 1
-
-    # --- one attempt ----------------------------------------------------------------------
     def attempt(self) -> int:
-        from django.utils import timezone
-
-        from agents.runs.limits import RunLimitValues, limits_for
-        from agents.services import scaffold_token_issue, scaffold_tokens_revoke
-        from cluster import private_tmp
-
-        if not self.register():
-            print(f"run {self.run_id}: not mine to keep (stopped, or kept by another)")
+        spec = _step("prepare", self.run_id, {"keeper_pid": os.getpid()})
+        if not spec.get("mine"):
+            print(f"run {self.run_id}: not mine to keep ({spec.get('why', 'stopped')})")
             return 0
-        run = self._run()
-        folder = run_folder(self.run_id)
-        values = RunLimitValues(run.cpus, run.memory_mib, run.max_processes)
-        limits = limits_for(self.run_id, values, unix_user=run.agent.unix_user)
+        folder = Path(spec["folder"])
+        values = RunLimitValues(**spec["limits"])
+        limits = limits_for(
+            self.run_id,
+            values,
+            unix_user=spec["unix_user"],
+            kind=spec["limits_kind"],
+            root=spec["cgroup_root"],
+        )
+        deadline = datetime.fromisoformat(spec["deadline"])
+        log = BoundedLog(folder / f"attempt-{spec['attempt']}.log", spec["log_max_bytes"])
+        outcome: dict[str, Any] = {"attempt": spec["attempt"], "keeper_pid": os.getpid()}
         private = None
         child: subprocess.Popen[bytes] | None = None
-        log = BoundedLog(
-            folder / f"attempt-{run.attempts}.log", self.settings.AGENTS_RUNS_LOG_MAX_BYTES
-        )
-        outcome: dict[str, object] = {"attempt": run.attempts}
         try:
-            token = scaffold_token_issue(agent=run.agent)
             limits.create()
-            self._update(limits_kind=limits.kind)
-            if run.harness == "command":
-                private = private_tmp.prepare(run.agent.unix_user, f"run-{self.run_id}")
-                argv, env, cwd, preexec = self._command_child(run, token, limits, private)
-            else:
-                argv, env, cwd, preexec = self._harness_child(token)
+            argv, cwd, preexec = spec["argv"], spec["cwd"], _die_with_parent
+            if spec["harness"] == "command":
+                from cluster import private_tmp  # standard library only
+
+                private = private_tmp.prepare(spec["unix_user"], f"run-{self.run_id}")
+                argv = [*(private.prefix if private else []), *argv]
+
+                def preexec() -> None:
+                    _die_with_parent()
+                    limits.preexec()
+
+            env = dict(spec["env"])
+            if spec["harness"] == "arena":  # the platform's own process: its environment
+                env = {**os.environ, **env}
             child = subprocess.Popen(
                 argv,
                 cwd=cwd,
@@ -173,123 +156,69 @@ class Keeper:
             )
             assert child.stdout is not None
             log.follow(child.stdout)
-            reason = self._wait(child, run.deadline, limits)
+            reason = self._wait(child, deadline, limits, grace=spec["stop_grace_s"])
             code = child.returncode
             # Whatever the child left behind (a daemon it setsid'd) ends with the attempt.
             limits.kill_all()
             if reason:
-                outcome.update(state="stopped", exit_code=code, detail=f"stopped: {reason}")
+                outcome.update(state="stopped", exit_code=code, reason=reason)
             elif code == 0:
                 outcome.update(state="finished", exit_code=0, detail="exited 0")
             else:
-                outcome.update(
-                    state="crashed", exit_code=code, detail=self._crash_words(code, limits)
-                )
+                words = self._crash_words(code, limits)
+                outcome.update(state="crashed", exit_code=code, detail=words)
         except Exception as error:  # anything the agent's account or the host can make happen
-            outcome.update(state="crashed", exit_code=None,
-                           detail=f"the attempt could not run: {type(error).__name__}: {error}")  # fmt: skip
+            words = f"the attempt could not run: {type(error).__name__}: {error}"
+            outcome.update(state="crashed", exit_code=None, detail=words)
             if child is not None and child.poll() is None:
                 _kill_group(child.pid, signal.SIGKILL)
             with contextlib.suppress(Exception):
                 limits.kill_all()
         finally:
             log.close()
-            try:
-                scaffold_tokens_revoke(agent=run.agent)
-            finally:
+            if private is not None:
+                from cluster import private_tmp
+
                 private_tmp.release(private)
-                try:
-                    limits.remove()
-                except Exception as error:
-                    outcome["cleanup"] = f"removing the limits failed: {error}"
-        outcome.update(ended_at=timezone.now().isoformat(), log_bytes=log.written)
-        self._record(outcome)
+            try:
+                limits.remove()
+            except Exception as error:
+                outcome["cleanup"] = f"removing the limits failed: {error}"
+        outcome.update(ended_at=datetime.now(UTC).isoformat(), log_bytes=log.written)
+        # The file first: if the database is away, the supervisor reads the outcome there.
+        status_write(folder, outcome)
+        for attempt in range(RECORD_TRIES):
+            try:
+                _step("record", self.run_id, outcome)
+                break
+            except Exception as error:
+                print(f"run {self.run_id}: recording failed ({error}); retrying", flush=True)
+                time.sleep(2**attempt)
         return 0
 
-    def _command_child(self, run, token, limits, private):  # type: ignore[no-untyped-def]
-        """The organizers' argv as the agent's own user in its sandbox, in a clean environment
-        that names the gateway and the scaffold token, never an upstream's key."""
-        home = run.agent.sandbox
-        url = self.settings.AGENTS_ARENA_URL.rstrip("/")
-        env = {
-            "HOME": home,
-            "USER": run.agent.unix_user,
-            "LOGNAME": run.agent.unix_user,
-            "PATH": f"{home}/.arena/bin:/usr/local/bin:/usr/bin:/bin",
-            "LANG": "C.UTF-8",
-            "ARENA_URL": url,
-            "ARENA_RUN_ID": str(run.pk),
-            "OPENAI_BASE_URL": f"{url}/proxy/v1",
-            "OPENAI_API_KEY": token,
-        }
-        if run.model:
-            env["ARENA_MODEL"] = run.model
-        argv = [
-            *(private.prefix if private else []),
-            "/usr/sbin/runuser", "-u", run.agent.unix_user, "--", *run.command,
-        ]  # fmt: skip
-
-        def preexec() -> None:
-            _die_with_parent()
-            limits.preexec()
-
-        return argv, env, home, preexec
-
-    def _harness_child(self, token):  # type: ignore[no-untyped-def]
-        """The shipped harness runs as the platform, outside the run's group (an agent that
-        exhausts its memory must not take the loop down with it); it starts each tool as the
-        agent itself, inside the group."""
-        url = self.settings.AGENTS_ARENA_URL.rstrip("/")
-        env = {
-            **os.environ,
-            "ARENA_SCAFFOLD_TOKEN": token,
-            "ARENA_PROXY_URL": f"{url}/proxy/v1",
-            "ARENA_RUN_ID": str(self.run_id),
-        }
-        argv = [
-            sys.executable,
-            "-m",
-            self.settings.AGENTS_HARNESS_MODULE,
-            "--run",
-            str(self.run_id),
-        ]
-        return argv, env, str(self.settings.BASE_DIR), _die_with_parent
-
-    def _wait(self, child: subprocess.Popen[bytes], deadline, limits) -> str:  # type: ignore[no-untyped-def]
-        """Wait for the child; stop it at the deadline or when asked. Returns why it was
-        stopped, or "" when it ended by itself."""
-        from django.utils import timezone
-
-        poll_every = self.settings.AGENTS_RUNS_POLL_S
-        next_poll = time.monotonic()  # a stop asked for while the keeper started is seen at once
+    def _wait(
+        self, child: subprocess.Popen[bytes], deadline: datetime, limits: RunLimits, *, grace: float
+    ) -> str:
+        """Wait for the child; stop it at the deadline or when signalled. Returns why it was
+        stopped, or "" when it ended by itself (or the keeper was terminated: a crash)."""
         while child.poll() is None:
             reason = ""
-            if timezone.now() >= deadline:
+            if datetime.now(UTC) >= deadline:
                 reason = "its deadline passed"
-            elif self.terminated:
-                reason = ""
-            elif self.stop_signalled.is_set() or time.monotonic() >= next_poll:
-                self.stop_signalled.clear()
-                next_poll = time.monotonic() + poll_every
-                run = self._run()
-                deadline = run.deadline
-                if run.stop_requested_at is not None:
-                    reason = run.stop_reason or "stop requested"
-                from django.db import connection
-
-                connection.close()
+            elif self.stop_signalled.is_set():
+                reason = "stop requested"
             if reason or self.terminated:
-                self._end(child, limits)
+                self._end(child, limits, grace)
                 return reason
             time.sleep(0.1)
         return ""
 
-    def _end(self, child: subprocess.Popen[bytes], limits) -> None:  # type: ignore[no-untyped-def]
+    def _end(self, child: subprocess.Popen[bytes], limits: RunLimits, grace: float) -> None:
         """SIGTERM to the child's group and the run's group, SIGKILL to both after the grace."""
         _kill_group(child.pid, signal.SIGTERM)
         limits.kill_all(signal.SIGTERM)
         with contextlib.suppress(subprocess.TimeoutExpired):
-            child.wait(timeout=self.settings.AGENTS_RUNS_STOP_GRACE_S)
+            child.wait(timeout=grace)
         _kill_group(child.pid, signal.SIGKILL)
         limits.kill_all()
         child.wait()
@@ -299,7 +228,7 @@ class Keeper:
         # crash, so the supervisor starts it again when it can.
         self.terminated = True
 
-    def _crash_words(self, code: int, limits) -> str:  # type: ignore[no-untyped-def]
+    def _crash_words(self, code: int, limits: RunLimits) -> str:
         if self.terminated:
             return "the keeper was terminated"
         # runuser reports a child killed by a signal as 128 + the signal.
@@ -312,42 +241,45 @@ class Keeper:
             words += f"; the kernel killed it at its memory limit of {limits.values.memory_mib} MiB"
         return words
 
-    def _record(self, outcome: dict[str, object]) -> None:
-        from django.utils import timezone
-
-        from agents.runs.models import AgentRun
-
-        status_write(self.run_id, outcome)
-        now = timezone.now()
-        fields: dict[str, object] = {
-            "exit_code": outcome.get("exit_code"),
-            "detail": str(outcome["detail"])[:2000],
-            "attempt_ended_at": now,
-            "keeper_pid": None,
-            "keeper_started": None,
-        }
-        if outcome["state"] != "crashed":  # a crash is left running: the supervisor decides
-            fields.update(state=outcome["state"], ended_at=now)
-            if outcome["state"] == "finished":
-                fields["state"] = AgentRun.State.FINISHED
-        self._update(**fields)
-
 
 def _kill_group(pid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, sig)
 
 
+def _step(name: str, run_id: int, payload: dict[str, Any]) -> dict[str, Any]:
+    """One of the keeper's moments with the database, in a child that loads Django and exits.
+    The payload and the answer travel over pipes: the token never touches a disk."""
+    done = subprocess.run(
+        [sys.executable, "-m", "agents.runs.keeper", "--step", name, str(run_id)],
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        timeout=STEP_TIMEOUT_S,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"step {name} failed: {done.stderr.strip()[-2000:]}")
+    return json.loads(done.stdout)
+
+
 def main(argv: list[str]) -> int:
+    if len(argv) == 4 and argv[1] == "--step" and argv[3].isdigit():
+        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "arena.settings")
+        import django
+
+        django.setup()
+        from agents.runs import keeper_steps
+
+        payload = json.loads(sys.stdin.read(1 << 20))
+        answer = getattr(keeper_steps, f"step_{argv[2]}")(int(argv[3]), payload)
+        print(json.dumps(answer, default=str))
+        return 0
     if len(argv) != 2 or not argv[1].isdigit():
         print("usage: python -m agents.runs.keeper RUN_ID", file=sys.stderr)
         return 2
     # A stop can be signalled as soon as the supervisor knows the pid: never die of it.
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "arena.settings")
-    import django
-
-    django.setup()
     return Keeper(int(argv[1])).attempt()
 
 

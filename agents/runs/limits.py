@@ -29,8 +29,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from django.conf import settings
-
 CGROUP_MOUNT = Path("/sys/fs/cgroup")
 CPU_PERIOD_US = 100_000
 KILL_ROUNDS = 50  # a group that still has processes after this many SIGKILL rounds is reported
@@ -59,11 +57,17 @@ class RunLimits(ABC):
     # In words, for the run's record and `agents runs`: how strong this is.
     description: str = ""
 
-    def __init__(self, run_id: int, values: RunLimitValues, *, unix_user: str = "") -> None:
+    def __init__(
+        self, run_id: int, values: RunLimitValues, *, unix_user: str = "", root: str | None = None
+    ) -> None:
         self.run_id = run_id
         self.values = values
         self.unix_user = unix_user
-        self.name = f"{settings.AGENTS_RUNS_CGROUP_ROOT}/run-{run_id}"
+        if root is None:
+            from django.conf import settings  # not at import: the keeper runs without Django
+
+            root = settings.AGENTS_RUNS_CGROUP_ROOT
+        self.name = f"{root}/run-{run_id}"
 
     @classmethod
     def for_run(cls, run_id: int) -> RunLimits:
@@ -107,8 +111,18 @@ class RunLimits(ABC):
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core dumps of the run's memory
 
 
-def limits_for(run_id: int, values: RunLimitValues, *, unix_user: str = "") -> RunLimits:
-    kind = settings.AGENTS_RUNS_LIMITS
+def limits_for(
+    run_id: int,
+    values: RunLimitValues,
+    *,
+    unix_user: str = "",
+    kind: str | None = None,
+    root: str | None = None,
+) -> RunLimits:
+    if kind is None:
+        from django.conf import settings
+
+        kind = settings.AGENTS_RUNS_LIMITS
     if kind == "auto":
         kind = available_kind()
     implementations: dict[str, type[RunLimits]] = {
@@ -118,7 +132,7 @@ def limits_for(run_id: int, values: RunLimitValues, *, unix_user: str = "") -> R
     }
     if kind not in implementations:
         raise LimitsError(f"AGENTS_RUNS_LIMITS={kind!r}: auto, cgroup2, cgroup1 or rlimits")
-    return implementations[kind](run_id, values, unix_user=unix_user)
+    return implementations[kind](run_id, values, unix_user=unix_user, root=root)
 
 
 def available_kind() -> str:

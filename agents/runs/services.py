@@ -25,7 +25,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from agents.models import Agent
-from agents.runs.keeper import run_folder, status_write
+from agents.runs.keeper import run_folder, status_read, status_write
 from agents.runs.limits import RunLimitValues, limits_for
 from agents.runs.models import AgentRun
 from agents.runs.processes import alive, start_time
@@ -153,7 +153,7 @@ def runs_supervise(now: datetime | None = None) -> list[RunChange]:
 def keeper_spawn(run_id: int) -> subprocess.Popen[bytes]:
     """The keeper of the run's next attempt, detached: its own session, output to the run's
     platform-owned folder. It survives this process."""
-    folder = run_folder(run_id)
+    folder = run_folder(settings.AGENTS_RUNS_DIR, run_id)
     with open(folder / "keeper.log", "ab") as output:
         keeper = subprocess.Popen(
             [sys.executable, "-m", "agents.runs.keeper", str(run_id)],
@@ -225,8 +225,19 @@ def _supervise(run: AgentRun, now: datetime) -> RunChange | None:
 
 
 def _crashed(run: AgentRun, now: datetime) -> RunChange | None:
-    """The attempt ended without finishing: its keeper recorded a non-zero exit, or died."""
+    """The attempt ended without finishing: its keeper recorded a non-zero exit, or died. A
+    keeper that could not reach the database left the outcome in the run's status file."""
     why = run.detail if run.attempt_ended_at is not None else "its keeper died"
+    if run.attempt_ended_at is None:
+        status = status_read(run_folder(settings.AGENTS_RUNS_DIR, run.pk)) or {}
+        if status.get("attempt") == run.attempts and status.get("keeper_pid") == run.keeper_pid:
+            if status.get("state") in (AgentRun.State.FINISHED, AgentRun.State.STOPPED):
+                if _close(run, status["state"], str(status.get("detail") or status["state"])):
+                    return RunChange(
+                        run.pk, run.agent.name, status["state"], "from its status file"
+                    )
+                return None
+            why = str(status.get("detail") or why)
     _leftovers_end(run)
     if run.attempts > run.max_restarts:
         tries = f"{run.attempts} attempt" + ("s" if run.attempts != 1 else "")
@@ -304,7 +315,8 @@ def _close(run: AgentRun, state: str, detail: str, *, keeper_pid: int | None = N
         pk=run.pk, state__in=AgentRun.UNFINISHED, keeper_pid=keeper_pid or run.keeper_pid
     ).update(state=state, detail=detail[:2000], ended_at=now, keeper_pid=None, keeper_started=None)
     if closed:
-        status_write(run.pk, {"state": state, "detail": detail, "ended_at": now.isoformat()})
+        folder = run_folder(settings.AGENTS_RUNS_DIR, run.pk)
+        status_write(folder, {"state": state, "detail": detail, "ended_at": now.isoformat()})
     return bool(closed)
 
 

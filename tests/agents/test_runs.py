@@ -74,7 +74,9 @@ def provision(slurm, runs_env):
     for agent in made:
         for run in AgentRun.objects.filter(agent=agent, state__in=AgentRun.UNFINISHED):
             run_stop(agent=agent, reason="test over")
-            _wait_for(lambda run=run: _state(run) not in AgentRun.UNFINISHED, timeout=20)
+            _wait_for(
+                lambda run=run: _state(run) not in AgentRun.UNFINISHED, timeout=20, supervise=True
+            )
         agent_deprovision(name=agent.name, sandboxes=sandboxes, backend=slurm)
 
 
@@ -158,7 +160,7 @@ def test_a_crash_is_restarted_up_to_the_limit_then_the_run_fails(provision):
     run = run_start(
         agent=agent,
         harness="command",
-        command=["sh", "-c", "echo attempt >> crashes; exit 3"],
+        command=["sh", "-c", 'echo attempt >> "crashes-$ARENA_RUN_ID"; exit 3'],
         max_restarts=2,
     )
     _wait_for(lambda: _state(run) == "failed", supervise=True, timeout=60)
@@ -166,7 +168,7 @@ def test_a_crash_is_restarted_up_to_the_limit_then_the_run_fails(provision):
     assert run.attempts == 3 and run.exit_code == 3
     assert "failed after 3 attempts" in run.detail and "exited with code 3" in run.detail
     crashes = subprocess.run(
-        ["runuser", "-u", agent.unix_user, "--", "cat", f"{agent.sandbox}/crashes"],
+        ["runuser", "-u", agent.unix_user, "--", "cat", f"{agent.sandbox}/crashes-{run.pk}"],
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     assert crashes.splitlines() == ["attempt"] * 3
