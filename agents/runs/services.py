@@ -24,6 +24,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from agents.credit import scaffold_budget_set
 from agents.models import Agent
 from agents.runs.keeper import run_folder, status_read, status_write
 from agents.runs.limits import RunLimitValues, limits_for
@@ -178,7 +179,9 @@ def _supervise(run: AgentRun, now: datetime) -> RunChange | None:
     name = run.agent.name
     if run.stop_requested_at is None:
         reason = ""
-        if now >= run.deadline:
+        if not run.agent.active:
+            reason = "the agent was deprovisioned"
+        elif now >= run.deadline:
             reason = "its deadline passed"
         elif run.phase is not None and run.phase.state in FROZEN_OR_LATER:
             reason = f"phase {run.phase.label} is {run.phase.state}"
@@ -356,6 +359,10 @@ def _autostart(now: datetime) -> list[RunChange]:
                     continue
                 if AgentRun.objects.filter(agent=agent, state__in=AgentRun.UNFINISHED).exists():
                     continue  # a run started by hand goes on
+                if agent.scaffold_credit_limit == 0 and entry.scaffold_budget_usd > 0:
+                    # The competition's scaffold budget, where nothing set one: a harness
+                    # with none could not make a single model call.
+                    scaffold_budget_set(agent=agent, limit_usd=entry.scaffold_budget_usd)
                 run = run_start(
                     agent=agent,
                     harness=entry.harness,

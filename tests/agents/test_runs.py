@@ -239,6 +239,11 @@ def test_a_running_phase_starts_its_agents_runs_and_its_freeze_stops_them(provis
     assert [(change.agent, change.what) for change in started] == [("run_fay", "started")]
     run = AgentRun.objects.get(agent=agent)
     assert run.phase == phase and run.deadline == phase.ends_at
+    agent.refresh_from_db()
+    assert (
+        agent.scaffold_credit_limit
+        == CompetitionAgent._meta.get_field("scaffold_budget_usd").default
+    )  # the competition's budget, where none was set
     _wait_for(lambda: _processes_of(agent.unix_user) != [])
 
     Phase.objects.filter(pk=phase.pk).update(state=Phase.State.FROZEN)
@@ -292,6 +297,15 @@ def test_a_killed_supervisor_is_replaced_and_the_new_one_adopts_the_running_keep
     _wait_for(lambda: (run.refresh_from_db(), run.attempts)[1] == 2, supervise=True)
     _wait_for(lambda: _processes_of(agent.unix_user) != [])
     assert "its keeper died" in AgentRun.objects.get(pk=run.pk).detail
+
+
+def test_a_deprovisioned_agents_run_is_stopped(provision, slurm):
+    agent = provision("run_max")
+    run = run_start(agent=agent, harness="command", command=["sleep", "600"])
+    _wait_for(lambda: _processes_of(agent.unix_user) != [])
+    agent_deprovision(name=agent.name, sandboxes=UnixSandboxes(SANDBOXES), backend=slurm)
+    _wait_for(lambda: _state(run) == "stopped", supervise=True)
+    assert run.attempts == 1 and "deprovisioned" in run.detail
 
 
 def test_one_agents_failing_run_never_touches_anothers(provision):
