@@ -227,7 +227,7 @@ def test_the_deadline_stops_a_run(provision):
     assert _processes_of(agent.unix_user) == []
 
 
-def test_a_running_phase_starts_its_agents_runs_and_its_freeze_stops_them(provision):
+def test_a_running_phase_starts_its_agents_runs_and_its_freeze_stops_them(provision, capsys):
     agent = provision("run_fay")
     provision("run_gus")  # fielded with no harness: run by hand, never started
     phase = factories.running_phase()
@@ -235,9 +235,9 @@ def test_a_running_phase_starts_its_agents_runs_and_its_freeze_stops_them(provis
                                     harness="command", command=["sleep", "600"])  # fmt: skip
     CompetitionAgent.objects.create(competition=phase.competition, name="run_gus", harness="none")
 
-    started = runs_supervise()
-    assert [(change.agent, change.what) for change in started] == [("run_fay", "started")]
+    call_command("phases", "tick")  # the phases worker supervises runs each tick
     run = AgentRun.objects.get(agent=agent)
+    assert f"runs: run {run.pk} (run_fay): started" in capsys.readouterr().out
     assert run.phase == phase and run.deadline == phase.ends_at
     agent.refresh_from_db()
     assert (
