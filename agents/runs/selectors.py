@@ -12,10 +12,11 @@ def runs_overview(*, limit: int = 200) -> list[dict[str, Any]]:
     """The newest runs, each with what it uses now (for an unfinished one)."""
     rows = []
     for run in AgentRun.objects.select_related("agent", "phase")[:limit]:
-        usage = None
-        if not run.finished:
-            values = RunLimitValues(run.cpus, run.memory_mib, run.max_processes)
-            usage = limits_for(run.pk, values, unix_user=run.agent.unix_user).usage().__dict__
+        values = RunLimitValues(run.cpus, run.memory_mib, run.max_processes)
+        limits = limits_for(
+            run.pk, values, unix_user=run.agent.unix_user, kind=run.limits_kind or None
+        )
+        usage = None if run.finished else limits.usage().__dict__
         rows.append(
             {
                 "id": run.pk,
@@ -29,6 +30,7 @@ def runs_overview(*, limit: int = 200) -> list[dict[str, Any]]:
                 "max_restarts": run.max_restarts,
                 "limits": {
                     "kind": run.limits_kind,
+                    "enforced": limits.description,  # the rlimit fallback says it is weaker
                     "cpus": run.cpus,
                     "memory_mib": run.memory_mib,
                     "max_processes": run.max_processes,
