@@ -47,6 +47,7 @@ def runs_env(tmp_path, settings, monkeypatch):
         "AGENTS_RUNS_STOP_GRACE_S": "1",
         "AGENTS_RUNS_REGISTER_GRACE_S": "20",
         "AGENTS_HARNESS_MODULE": "tests.agents.harness_standin",
+        "AGENTS_RUNS_LOG_MAX_BYTES": "65536",
     }
     for key, value in values.items():
         monkeypatch.setenv(key, value)
@@ -340,13 +341,17 @@ def test_the_arena_harness_runs_as_the_platform_outside_the_group_its_tools_insi
         assert group in report["tool_output"]
 
 
-def test_runs_lists_the_runs(provision, capsys):
+def test_runs_lists_the_runs_and_a_runs_output_is_cut_at_its_bound(provision, capsys, runs_env):
     agent = provision("run_lea")
-    run = run_start(agent=agent, harness="command", command=["true"])
+    run = run_start(agent=agent, harness="command", command=["sh", "-c", "yes x | head -c 1000000"])
     _wait_for(lambda: _state(run) == "finished")
     call_command("agents", "runs", "--json")
     rows = json.loads(capsys.readouterr().out)
     assert [(row["agent"], row["state"], row["attempts"]) for row in rows] == [
         ("run_lea", "finished", 1)
     ]
-    assert timezone.now() - timedelta(hours=25) < run.deadline
+    assert rows[0]["limits"]["kind"] == available_kind()
+    assert timezone.now() + timedelta(hours=23) < run.deadline  # the default without a phase
+    log = (runs_env / str(run.pk) / "attempt-1.log").read_bytes()
+    assert log.startswith(b"x\nx\n") and len(log) < 65536 + 200
+    assert log.endswith(b"output cut at 65536 bytes; 934464 more dropped]\n")
