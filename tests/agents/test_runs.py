@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from datetime import timedelta
 from pathlib import Path
 
@@ -158,10 +159,11 @@ def test_a_second_run_of_the_same_agent_is_refused_while_one_runs(provision):
 
 def test_a_crash_is_restarted_up_to_the_limit_then_the_run_fails(provision):
     agent = provision("run_cat")
+    tally = f"crashes-{uuid.uuid4().hex}"  # sandboxes outlive test sessions, run ids do not
     run = run_start(
         agent=agent,
         harness="command",
-        command=["sh", "-c", 'echo attempt >> "crashes-$ARENA_RUN_ID"; exit 3'],
+        command=["sh", "-c", f"echo attempt >> {tally}; exit 3"],
         max_restarts=2,
     )
     _wait_for(lambda: _state(run) == "failed", supervise=True, timeout=60)
@@ -169,7 +171,7 @@ def test_a_crash_is_restarted_up_to_the_limit_then_the_run_fails(provision):
     assert run.attempts == 3 and run.exit_code == 3
     assert "failed after 3 attempts" in run.detail and "exited with code 3" in run.detail
     crashes = subprocess.run(
-        ["runuser", "-u", agent.unix_user, "--", "cat", f"{agent.sandbox}/crashes-{run.pk}"],
+        ["runuser", "-u", agent.unix_user, "--", "cat", f"{agent.sandbox}/{tally}"],
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     assert crashes.splitlines() == ["attempt"] * 3
