@@ -61,6 +61,7 @@ INSTALLED_APPS = [
     "arena.leaderboard",
     "cluster",
     "agents",
+    "agents.runs",
     "evalsuite",
     "safety",
     "arena.phases",
@@ -202,6 +203,34 @@ ARENA_SERVING_SLURM_COMMAND = env_str(
     'vllm serve "$CHECKPOINT" --host 0.0.0.0 --port "$PORT" --served-model-name "$SERVED_MODEL_NAME"',
 )
 ARENA_MODELS_DIR = Path(env_str("ARENA_MODELS_DIR", str(VAR_DIR / "models")))
+
+# --- Agent runs (agents/runs/) ------------------------------------------------------------
+# Each run's platform-owned folder (status file, bounded output log), 0700 root.
+AGENTS_RUNS_DIR = Path(env_str("AGENTS_RUNS_DIR", "/srv/rsi-arena/runs"))
+# How a run is held to its CPU, memory and process limits: "auto" (cgroup v2, else v1, else
+# plain rlimits), or one of "cgroup2", "cgroup1", "rlimits".
+AGENTS_RUNS_LIMITS = env_str("AGENTS_RUNS_LIMITS", "auto")
+# The cgroup folder runs' groups live in (`<root>/run-<id>`): fixed, so a restarted supervisor
+# finds them again.
+AGENTS_RUNS_CGROUP_ROOT = env_str("AGENTS_RUNS_CGROUP_ROOT", "rsi-arena")
+# The module the `arena` harness runs as (`python -m MODULE --run ID`).
+AGENTS_HARNESS_MODULE = env_str("AGENTS_HARNESS_MODULE", "agents.harness")
+AGENTS_RUNS_DEFAULT_CPUS = env_float("AGENTS_RUNS_DEFAULT_CPUS", 2.0, minimum=0.01)
+AGENTS_RUNS_DEFAULT_MEMORY_MIB = env_int("AGENTS_RUNS_DEFAULT_MEMORY_MIB", 8192, minimum=64)
+AGENTS_RUNS_DEFAULT_PROCESSES = env_int("AGENTS_RUNS_DEFAULT_PROCESSES", 512, minimum=8)
+AGENTS_RUNS_DEFAULT_MAX_RESTARTS = env_int("AGENTS_RUNS_DEFAULT_MAX_RESTARTS", 5, minimum=0)
+# A run started outside a phase ends after this many hours unless told otherwise.
+AGENTS_RUNS_DEFAULT_HOURS = env_float("AGENTS_RUNS_DEFAULT_HOURS", 24.0, minimum=0.001)
+# After a crash, the next attempt waits BACKOFF * 2**(attempt-1) seconds, at most 10 minutes.
+AGENTS_RUNS_BACKOFF_S = env_float("AGENTS_RUNS_BACKOFF_S", 10.0, minimum=0.0)
+# A stopped run's processes get SIGTERM, then SIGKILL after this many seconds.
+AGENTS_RUNS_STOP_GRACE_S = env_float("AGENTS_RUNS_STOP_GRACE_S", 10.0, minimum=0.0)
+# The child's stdout and stderr, per attempt, are cut at this size.
+AGENTS_RUNS_LOG_MAX_BYTES = env_int("AGENTS_RUNS_LOG_MAX_BYTES", 4 * 1024 * 1024, minimum=1024)
+# How often a keeper reads its run's row (a stop also wakes it at once with SIGUSR1).
+AGENTS_RUNS_POLL_S = env_float("AGENTS_RUNS_POLL_S", 5.0, minimum=0.05)
+# A claimed attempt whose keeper has not registered after this long is taken for crashed.
+AGENTS_RUNS_REGISTER_GRACE_S = env_float("AGENTS_RUNS_REGISTER_GRACE_S", 60.0, minimum=0.1)
 
 # --- The cluster ------------------------------------------------------------------------
 # `local` runs jobs as processes on this machine under the same limits (the demo); `slurm`

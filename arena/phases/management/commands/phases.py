@@ -13,6 +13,7 @@ from django.db import close_old_connections
 from django.utils import timezone
 
 from agents.credit import credit_reservations_reconcile
+from agents.runs.services import runs_supervise
 from arena.competition.models import Phase
 from arena.phases.selectors import (
     agent_step_failures_open,
@@ -72,6 +73,9 @@ class Command(BaseCommand):
                 if brief
                 else f"{label}: {transition.from_state} -> {to_state}  {transition.detail}"
             )
+        # Right after the transitions: a phase that just froze stops its agents' runs, one
+        # that just started starts them.
+        self._guarded("runs", self._supervise_runs)
         if brief:
             return
         if not made:
@@ -131,6 +135,10 @@ class Command(BaseCommand):
             log.exception("phase engine: %s failed; the next round tries again", task)
             self.stderr.write(f"{task} failed: {type(error).__name__}: {error}")
             worker_failure_record(task=task, error=error)
+
+    def _supervise_runs(self) -> None:
+        for change in runs_supervise():
+            self.stdout.write(f"runs: {change}")
 
     def _serve(self, servers: ArenaServers) -> None:
         for name in servers.sync():
