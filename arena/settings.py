@@ -205,7 +205,8 @@ ARENA_SERVING_SLURM_COMMAND = env_str(
 ARENA_MODELS_DIR = Path(env_str("ARENA_MODELS_DIR", str(VAR_DIR / "models")))
 
 # --- Agent runs (agents/runs/) ------------------------------------------------------------
-# Each run's platform-owned folder (status file, bounded output log), 0700 root.
+# Each run's platform-owned folder (status file, bounded output log, the harness's
+# conversation, so a restarted harness resumes), 0700 root, outside every sandbox.
 AGENTS_RUNS_DIR = Path(env_str("AGENTS_RUNS_DIR", "/srv/rsi-arena/runs"))
 # How a run is held to its CPU, memory and process limits: "auto" (cgroup v2, else v1, else
 # plain rlimits), or one of "cgroup2", "cgroup1", "rlimits".
@@ -271,9 +272,6 @@ AGENTS_DEFAULT_PERIOD = env_str("AGENTS_DEFAULT_PERIOD", "phase-1")
 # infra/training_env/setup.sh from an interpreter every agent's Unix user can execute).
 AGENTS_TRAIN_ENV = Path(env_str("AGENTS_TRAIN_ENV", "/opt/rsi-arena/train-env"))
 AGENTS_TRAIN_PYTHON = AGENTS_TRAIN_ENV / "bin" / "python"
-# The state of agent runs (the platform's harness's conversation, per run): the platform's
-# own, 0700, outside every sandbox, so a restarted harness resumes and no agent reads it.
-AGENTS_RUNS_DIR = Path(env_str("AGENTS_RUNS_DIR", "/srv/rsi-arena/runs"))
 # Models every agent may read (the base model of the competition): published here by the
 # platform, world-readable, owned by root, outside any sandbox and outside the platform's var/.
 AGENTS_SHARED_MODELS_DIR = Path(env_str("AGENTS_SHARED_MODELS_DIR", "/srv/rsi-arena/models"))

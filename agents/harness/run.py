@@ -20,6 +20,9 @@ from agents.harness.loop import ExitCode, Harness, LoopSettings
 from agents.harness.state import ConversationStore
 from agents.harness.task_statement import FIRST_MESSAGE, task_facts, task_statement
 from agents.models import Agent
+from agents.runs.keeper import run_folder
+from agents.runs.limits import RunLimits
+from agents.runs.models import AgentRun
 from agents.trajectory import tool_call_observed
 
 MODEL_CALL_TIMEOUT_S = 900.0
@@ -40,14 +43,14 @@ def parser() -> argparse.ArgumentParser:
     return found
 
 
-def _from_supervisor(run_id: str) -> tuple[str, str, Path, Callable[[], None] | None]:
-    """The agent, model, state folder and cgroup preexec of a supervised run (agents.runs)."""
-    from agents.runs.limits import RunLimits  # type: ignore[import-not-found]
-    from agents.runs.models import AgentRun  # type: ignore[import-not-found]
-
+def _from_supervisor(
+    run_id: str,
+) -> tuple[str, str, Path, datetime, Callable[[], None]]:
+    """The agent, model, state folder, deadline and cgroup preexec of a supervised run."""
     run = AgentRun.objects.select_related("agent").get(pk=run_id)
     preexec = RunLimits.for_run(run.pk).preexec
-    return run.agent.name, run.model, Path(settings.AGENTS_RUNS_DIR) / str(run.pk), preexec
+    folder = run_folder(settings.AGENTS_RUNS_DIR, run.pk)
+    return run.agent.name, run.model, folder, run.deadline, preexec
 
 
 def _stop_on_sigterm(signum: int, frame: object) -> None:
@@ -61,24 +64,26 @@ def harness_main(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
     args = parser().parse_args(argv)
     preexec: Callable[[], None] | None = None
+    if args.deadline is not None and args.deadline.tzinfo is None:
+        parser().error("--deadline needs a time zone (e.g. 2026-12-01T12:00:00+00:00)")
+    deadline: datetime | None = args.deadline
     if args.run:
         try:
-            name, model, state_dir, preexec = _from_supervisor(args.run)
-        except ImportError:
-            parser().error("--run needs the agent-run supervisor (agents.runs), not installed")
+            name, model, state_dir, run_deadline, preexec = _from_supervisor(args.run)
+        except (AgentRun.DoesNotExist, ValueError):
+            parser().error(f"no agent run {args.run!r}")
+        deadline = min(deadline, run_deadline) if deadline else run_deadline
     elif args.agent and args.model and args.state_dir:
         name, model, state_dir = args.agent, args.model, args.state_dir
     else:
         parser().error("give --run RUN_ID, or --agent, --model and --state-dir")
-    if args.deadline is not None and args.deadline.tzinfo is None:
-        parser().error("--deadline needs a time zone (e.g. 2026-12-01T12:00:00+00:00)")
     proxy_url, token = os.environ.get("ARENA_PROXY_URL"), os.environ.get("ARENA_SCAFFOLD_TOKEN")
     if not proxy_url or not token:
         parser().error("ARENA_PROXY_URL and ARENA_SCAFFOLD_TOKEN must be set")
     agent = Agent.objects.filter(name=name, active=True).first()
     if agent is None or not agent.unix_user:  # a restart would not help: say so, exit 2
         parser().error(f"no active, provisioned agent called {name!r}")
-    facts = task_facts(agent, args.deadline)
+    facts = task_facts(agent, deadline)
     phase_end = _phase_end()
     harness = Harness(
         client=openai.OpenAI(
@@ -95,7 +100,7 @@ def harness_main(argv: list[str]) -> int:
         settings=LoopSettings(
             model=model,
             max_turns=args.max_turns,
-            deadline=args.deadline or phase_end,
+            deadline=deadline or phase_end,
             context_chars=args.context_chars,
             keep_turns=args.keep_turns,
             max_tokens=args.max_tokens,

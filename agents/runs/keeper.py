@@ -35,6 +35,14 @@ from agents.runs.limits import RunLimits, RunLimitValues, limits_for
 PR_SET_PDEATHSIG = 1
 STEP_TIMEOUT_S = 120
 RECORD_TRIES = 5
+# The platform's harness ends with these statuses when it decided to stop (agents.harness.loop
+# ExitCode; the keeper does not import the harness): the run is over, and a restart would only
+# spend the scaffold's budget again. Any other non-zero status is a crash.
+HARNESS_DECISIONS = {
+    3: "reached its turn limit",
+    4: "reached its deadline",
+    5: "its scaffold budget is spent",
+}
 
 
 def run_folder(runs_dir: Path | str, run_id: int) -> Path:
@@ -164,6 +172,9 @@ class Keeper:
                 outcome.update(state="stopped", exit_code=code, reason=reason)
             elif code == 0:
                 outcome.update(state="finished", exit_code=0, detail="exited 0")
+            elif spec["harness"] == "arena" and code in HARNESS_DECISIONS:
+                words = f"the harness ended: {HARNESS_DECISIONS[code]} (exit {code})"
+                outcome.update(state="finished", exit_code=code, detail=words)
             else:
                 words = self._crash_words(code, limits)
                 outcome.update(state="crashed", exit_code=code, detail=words)

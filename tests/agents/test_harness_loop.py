@@ -346,3 +346,12 @@ def test_the_supervisors_sigterm_stops_the_harness_and_its_running_command(
     # The state stays for a restart, which answers the interrupted call (tested above).
     state = saved(tmp_path / "state")
     assert state["ended"] is None and state["messages"][-1]["role"] == "assistant"
+
+
+def test_the_keeper_ends_a_run_on_the_harness_decisions_and_restarts_only_a_crash():
+    """The keeper does not import the harness: its table of the harness's decisions must
+    name the same statuses as the harness's ExitCode."""
+    from agents.runs.keeper import HARNESS_DECISIONS
+
+    assert set(HARNESS_DECISIONS) == {ExitCode.TURN_LIMIT, ExitCode.DEADLINE, ExitCode.BUDGET_SPENT}
+    assert ExitCode.CRASHED not in HARNESS_DECISIONS
