@@ -14,18 +14,27 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
+import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from decimal import Decimal
+from importlib import import_module
 from pathlib import Path
 
+import httpx
 from django.conf import settings
+from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
+from django.contrib.auth.models import User
 from django.utils import timezone
 
-from agents.models import Agent, Nomination
+from agents.models import Agent, Nomination, Upstream
 from agents.reference.install import reference_agent_install
+from agents.runs.models import AgentRun
+from agents.runs.services import run_stop, runs_supervise
 from agents.sandboxes import UnixSandboxes
 from agents.services import agent_deprovision, agent_provision
 from arena.battles.models import Answer
@@ -55,6 +64,14 @@ from safety.services import audit_run
 DEMO_AGENTS = {"ref_sft": "sft", "ref_lora": "lora", "ref_dpo": "sft-dpo"}
 COMPETITION = "demo"
 DEMO_FILE = Path(__file__).resolve().parents[1] / "infra" / "competitions" / "demo.toml"
+# The harness-driven agent: the platform's own harness (agents/harness), supervised like any
+# run, its model the scripted upstream playing policies/demo.json (no model here can use tools).
+HARNESS_AGENT = "scout"
+HARNESS_MODEL = "scripted-agent"
+HARNESS_POLICY = (
+    Path(__file__).resolve().parents[1] / "agents" / "harness" / "policies" / "demo.json"
+)
+HARNESS_RUN_TIMEOUT_S = 600.0
 
 Say = Callable[[str], None]
 
@@ -185,6 +202,115 @@ def agents_provision(say: Say) -> list[Agent]:
         agents.append(provisioned.agent)
         say(f"{name:<9} sandbox {provisioned.agent.sandbox}, recipe {DEMO_AGENTS[name]}")
     return agents
+
+
+def harness_agent_provision(say: Say) -> Agent:
+    """The agent the platform's harness drives: provisioned like the others, with no reference
+    scripts in its sandbox (its policy does the work through `arena-agent`)."""
+    sandboxes = UnixSandboxes(settings.AGENTS_SANDBOX_ROOT)
+    if Agent.objects.filter(name=HARNESS_AGENT, active=True).exists():
+        agent_deprovision(name=HARNESS_AGENT, sandboxes=sandboxes)
+    if (settings.AGENTS_SANDBOX_ROOT / f"agent_{HARNESS_AGENT}").exists():
+        sandboxes.remove(f"agent_{HARNESS_AGENT}")
+    agent = agent_provision(name=HARNESS_AGENT, sandboxes=sandboxes).agent
+    say(f"{HARNESS_AGENT:<9} sandbox {agent.sandbox}, the platform's harness on {HARNESS_MODEL}")
+    return agent
+
+
+def scripted_upstream_start(base: Path, say: Say) -> subprocess.Popen[bytes]:
+    """The harness-driven agent's model: the scripted upstream (a real OpenAI-compatible
+    server) playing the demo policy, behind the proxy as an `Upstream` like any LLM API."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    (settings.VAR_DIR / "logs").mkdir(parents=True, exist_ok=True)
+    log = (settings.VAR_DIR / "logs" / "scripted-upstream.log").open("wb")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "agents.harness.scripted_upstream", "--port", str(port),
+         "--policy", str(HARNESS_POLICY), "--var", f"model_source={base}"],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            raise RuntimeError(
+                f"the scripted upstream did not start (see {settings.VAR_DIR}/logs/scripted-upstream.log)"
+            )
+        time.sleep(0.2)
+    Upstream.objects.update_or_create(
+        name=HARNESS_MODEL,
+        defaults={
+            "base_url": f"http://127.0.0.1:{port}/v1",
+            "upstream_model": HARNESS_MODEL,
+            "usd_per_million_prompt_tokens": Decimal("1"),
+            "usd_per_million_completion_tokens": Decimal("2"),
+            "max_completion_tokens": 1024,
+        },
+    )
+    say(f"the scripted upstream {HARNESS_MODEL!r} on port {port}, behind the proxy")
+    return process
+
+
+def harness_run_wait(agent: Agent, phase: Phase, say: Say) -> AgentRun | None:
+    """Supervise until the agent's run of `phase` has ended, as the phases worker would;
+    None if the supervisor never started one."""
+    deadline = time.monotonic() + HARNESS_RUN_TIMEOUT_S
+    while True:
+        for change in runs_supervise():
+            say(f"run {change}")
+        run = AgentRun.objects.filter(agent=agent, phase=phase).order_by("-pk").first()
+        if run is not None and run.state not in AgentRun.UNFINISHED:
+            say(f"{agent.name}'s run {run.pk}: {run.state} ({run.detail})")
+            return run
+        if time.monotonic() > deadline:
+            if run is not None:
+                run_stop(agent=agent, reason="the demo's wait for it ran out")
+            return run
+        time.sleep(1.0)
+
+
+def live_events(url: str, agent: Agent) -> list[dict]:
+    """The agent's latest events as its live page serves them to an organizer, fetched
+    through the site with a staff session."""
+    organizer, _ = User.objects.get_or_create(
+        username="demo-organizer", defaults={"is_staff": True}
+    )
+    # A signed-in session, as the admin's login form would leave it (no password to type).
+    session = import_module(settings.SESSION_ENGINE).SessionStore()
+    session[SESSION_KEY] = str(organizer.pk)
+    session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+    session[HASH_SESSION_KEY] = organizer.get_session_auth_hash()
+    session.save()
+    cookies = {settings.SESSION_COOKIE_NAME: session.session_key}
+    page = httpx.get(f"{url}/organizer/agents/{agent.name}/live", cookies=cookies, timeout=30)
+    if page.status_code != 200:
+        return []
+    events = httpx.get(
+        f"{url}/organizer/agents/{agent.name}/live/events", cookies=cookies, timeout=30
+    )
+    return events.json()["events"] if events.status_code == 200 else []
+
+
+def runs_end(say: Say) -> list[str]:
+    """Stop every run still going (an interrupted demo) and wait for their keepers."""
+    for run in AgentRun.objects.filter(state__in=AgentRun.UNFINISHED).select_related("agent"):
+        run_stop(agent=run.agent, reason="the demo ends")
+    deadline = time.monotonic() + 30
+    while AgentRun.objects.filter(state__in=AgentRun.UNFINISHED).exists():
+        if time.monotonic() > deadline:
+            break
+        runs_supervise()
+        time.sleep(0.5)
+    return [
+        f"agent run {run.pk} of {run.agent.name} still {run.state}"
+        for run in AgentRun.objects.filter(state__in=AgentRun.UNFINISHED).select_related("agent")
+    ]
 
 
 def agents_run(
@@ -370,8 +496,12 @@ def nominations_of(phase: Phase) -> list[str]:
 
 
 def tick(say: Say) -> None:
+    """One round of the phases worker: the due transitions, then the agents' runs (a running
+    phase starts the runs its competition file declares; a frozen one stops them)."""
     for transition in phases_tick():
         say(f"{transition.phase.label}: {transition.from_state} -> {transition.to_state}")
+    for change in runs_supervise():
+        say(f"run {change}")
 
 
 def serve(servers: ArenaServers, say: Say) -> None:

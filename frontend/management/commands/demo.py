@@ -24,6 +24,7 @@ from arena.phases.serving import ArenaServers
 from evalsuite import hub
 from frontend.competition_demo import (
     COMPETITION,
+    HARNESS_AGENT,
     DemoOutcome,
     StageClock,
     agent_change_lines,
@@ -43,10 +44,15 @@ from frontend.competition_demo import (
     evaluations_unfinished,
     evaluations_wait,
     firewall_ensure,
+    harness_agent_provision,
+    harness_run_wait,
     leaderboard_lines,
     leftovers,
+    live_events,
     nominations_of,
     phase_end_now,
+    runs_end,
+    scripted_upstream_start,
     serve,
     tick,
     training_environment_ensure,
@@ -57,7 +63,8 @@ from infra.tiny_models import build_tiny_models
 class Command(BaseCommand):
     help = (
         "Run a whole small competition on embedded defaults: build the tiny models, provision "
-        "three reference agents, phase 1 (real training), freeze and serve, the arena with a "
+        "three reference agents and one driven by the platform's harness (supervised, on a "
+        "scripted model), phase 1 (real training), freeze and serve, the arena with a "
         "simulated crowd, phase 2 with each agent's own votes as feedback, and the final "
         "leaderboard; then keep the site up for a person to look around and vote (Ctrl-C stops)."
     )
@@ -109,6 +116,8 @@ class Command(BaseCommand):
         say(f"the base model every agent reads: {base}")
 
         site: subprocess.Popen[bytes] | None = None
+        upstream: subprocess.Popen[bytes] | None = None
+        scout: Agent | None = None
         servers = ArenaServers()
         agents: list[Agent] = []
         stop = threading.Event()
@@ -124,10 +133,15 @@ class Command(BaseCommand):
             say(f"the site is up at {url}/ (the arena has models once phase 1 is served)")
 
             clock.stage("agents")
-            self._step("competition and three reference agents")
+            self._step(
+                "competition and its agents: three reference agents, and one the platform's"
+                " harness drives"
+            )
             competition = competition_start(base, instruct)
             agents = agents_provision(say)
-            tick(say)
+            scout = harness_agent_provision(say)
+            upstream = scripted_upstream_start(base, say)
+            tick(say)  # phase 1 starts, and with it the supervised run of the harness's agent
             phase_1, phase_2 = competition.phases.order_by("number")
 
             for phase, number in ((phase_1, 1), (phase_2, 2)):
@@ -136,7 +150,28 @@ class Command(BaseCommand):
                     f"{phase.label}: the agents train ({'SFT/LoRA' if number == 1 else 'with their votes'})"
                 )
                 codes = agents_run(agents, number, say, base=base)
+                run = harness_run_wait(scout, phase, say)
                 nominated = nominations_of(phase)
+                outcome.check(
+                    run is not None and run.state == "finished",
+                    f"{scout.name} (the platform's harness) ran {phase.label} to the end",
+                    f"{scout.name}'s harness run in {phase.label} did not finish: "
+                    + (f"{run.state}, {run.detail}" if run else "the supervisor never started it"),
+                )
+                outcome.check(
+                    scout.name in nominated,
+                    f"{scout.name} nominated a checkpoint for {phase.label}",
+                    f"{scout.name} nominated nothing for {phase.label}",
+                )
+                watched = live_events(url, scout)
+                tools = [e for e in watched if e.get("kind") == "tool_call"]
+                models = [e for e in watched if e.get("kind") == "model_call"]
+                outcome.check(
+                    bool(tools) and bool(models) and "arena-agent nominate" in str(watched),
+                    f"{scout.name}'s live page shows its trajectory ({len(models)} model calls,"
+                    f" {len(tools)} tool calls, the nomination among them)",
+                    f"{scout.name}'s live page shows {len(watched)} events, not its session",
+                )
                 for name, code in codes.items():
                     outcome.check(
                         code == 0,
@@ -202,7 +237,7 @@ class Command(BaseCommand):
 
             clock.stage("final report")
             self._step("the final leaderboard and each agent's change")
-            changes = agent_changes(agents)
+            changes = agent_changes([*agents, scout])
             for line in agent_change_lines(changes):
                 say(line)
             for row in changes:
@@ -223,8 +258,9 @@ class Command(BaseCommand):
                 return
             self.stdout.write(
                 self.style.SUCCESS(
-                    f"\nRSI Arena is up at {url}/ — vote, see {url}/leaderboard/ and the organizer"
-                    f" dashboard at {url}/organizer/. Ctrl-C stops everything.\n"
+                    f"\nRSI Arena is up at {url}/ — vote, see {url}/leaderboard/, the organizer"
+                    f" dashboard at {url}/organizer/ and {HARNESS_AGENT}'s session at"
+                    f" {url}/organizer/agents/{HARNESS_AGENT}/live. Ctrl-C stops everything.\n"
                 )
             )
             while not stop.wait(1.0):
@@ -241,9 +277,14 @@ class Command(BaseCommand):
                 except subprocess.TimeoutExpired:
                     os.killpg(site.pid, signal.SIGKILL)
             servers.stop()
+            runs_left = runs_end(say)
+            if upstream is not None and upstream.poll() is None:
+                os.killpg(upstream.pid, signal.SIGTERM)
+                upstream.wait(timeout=10)
             cluster_jobs_cancel(say)
-            agent_processes_end(agents)
-            left = leftovers(agents)
+            everyone = [*agents, *([scout] if scout else [])]
+            agent_processes_end(everyone)
+            left = [*runs_left, *leftovers(everyone)]
             for line in left:
                 self.stderr.write(f"    still running: {line}")
             self.stdout.write(
