@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import datetime
 from pathlib import Path
 
 from django.conf import settings
@@ -163,7 +164,14 @@ class Command(BaseCommand):
                     f"{scout.name} nominated a checkpoint for {phase.label}",
                     f"{scout.name} nominated nothing for {phase.label}",
                 )
-                watched = live_events(url, scout)
+                # This phase's session only: the events since its run was created (the page
+                # gives times to the millisecond).
+                began = run.created_at.replace(microsecond=0) if run is not None else None
+                watched = [
+                    event
+                    for event in live_events(url, scout)
+                    if began is not None and datetime.fromisoformat(event["at"]) >= began
+                ]
                 tools = [e for e in watched if e.get("kind") == "tool_call"]
                 models = [e for e in watched if e.get("kind") == "model_call"]
                 outcome.check(
