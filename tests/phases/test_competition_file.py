@@ -534,7 +534,12 @@ def test_the_example_files_apply(tmp_path):
     demo = competition_file_load(DEMO)
     competition_apply(replace(demo, base_model="/tiny/base", instruct_model="/tiny/instruct"))
     competition = Competition.objects.get(name="demo")
-    assert [a.harness for a in competition.agents.all()] == ["none"] * 3
+    assert [(a.name, a.harness) for a in competition.agents.all()] == [
+        ("ref_dpo", "none"),
+        ("ref_lora", "none"),
+        ("ref_sft", "none"),
+        ("scout", "arena"),
+    ]
     assert [p.feedback for p in competition.phases.order_by("number")] == ["none", "own_battles"]
 
 
@@ -558,7 +563,7 @@ def test_the_demo_file_applies_on_embedded_sqlite(tmp_path):
     assert manage("migrate", "--verbosity", "0").returncode == 0
     first = manage("competition", "apply", str(DEMO))
     assert first.returncode == 0, first.stderr
-    assert "demo: 6 change(s) applied" in first.stdout
+    assert "demo: 7 change(s) applied" in first.stdout
     again = manage("competition", "apply", str(DEMO))
     assert again.returncode == 0
     assert again.stdout.splitlines()[0] == "demo: nothing to change"
@@ -601,8 +606,14 @@ def test_provision_makes_the_declared_agents_and_sets_their_scaffold_budgets(
 @pytest.mark.django_db
 def test_the_demo_starts_its_competition_from_its_file():
     """As before the file: two phases starting now, 6 h and 3 h, each followed by 1 h of
-    arena, the first without feedback; its three reference agents run by hand."""
-    from frontend.competition_demo import DEMO_AGENTS, competition_start
+    arena, the first without feedback; its three reference agents run by hand, and the
+    harness-driven agent run by the platform's own harness on the scripted model."""
+    from frontend.competition_demo import (
+        DEMO_AGENTS,
+        HARNESS_AGENT,
+        HARNESS_MODEL,
+        competition_start,
+    )
 
     before = timezone.now()
     competition = competition_start(Path("/tiny/base"), Path("/tiny/instruct"))
@@ -614,8 +625,11 @@ def test_the_demo_starts_its_competition_from_its_file():
     assert two.ends_at - two.starts_at == timedelta(hours=3)
     assert two.arena_closes_at == two.ends_at + timedelta(hours=1)
     assert (one.feedback, two.feedback) == ("none", "own_battles")
-    harnesses = dict(competition.agents.values_list("name", "harness"))
-    assert harnesses == dict.fromkeys(DEMO_AGENTS, "none")
+    harnesses = {a.name: (a.harness, a.model) for a in competition.agents.all()}
+    assert harnesses == {
+        **dict.fromkeys(DEMO_AGENTS, ("none", "")),
+        HARNESS_AGENT: ("arena", HARNESS_MODEL),
+    }
 
 
 def test_a_file_without_its_tables_says_what_is_missing():
