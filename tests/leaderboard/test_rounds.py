@@ -18,7 +18,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from arena.battles.models import Answer, Battle, TargetedRound
+from arena.battles.models import Battle, TargetedRound
 from arena.battles.services import (
     battle_create,
     targeted_round_schedule,
@@ -31,22 +31,6 @@ from tests import factories
 pytestmark = pytest.mark.django_db
 
 SHORT, LONG = 100, 300
-_voters = iter(range(1_000_000))
-
-
-def round_battle(targeted, *, ann_wins, ann_tokens, bob_tokens, ann_first, voter=None, **battle):
-    """One battle of `targeted`, voted: `ann_wins` is True, False, "tie" or "bothbad"."""
-    ann, bob = targeted.contestant_a, targeted.contestant_b
-    voter = voter or f"voter-{next(_voters)}"
-    made = factories.complete_battle(voter=voter, a=ann if ann_first else bob,
-                                     b=bob if ann_first else ann)  # fmt: skip
-    Battle.objects.filter(pk=made.pk).update(targeted_round=targeted, **battle)
-    Answer.objects.filter(battle=made, contestant=ann).update(tokens=ann_tokens)
-    Answer.objects.filter(battle=made, contestant=bob).update(tokens=bob_tokens)
-    ann_side, bob_side = ("a", "b") if ann_first else ("b", "a")
-    choice = {True: ann_side, False: bob_side}.get(ann_wins, ann_wins)
-    vote_record(battle_id=made.pk, choice=choice, voter_key=made.voter_key, ip_hash="ip")
-    return made
 
 
 def studys_round(ann, bob):
@@ -55,28 +39,32 @@ def studys_round(ann, bob):
         contestant_a=ann, contestant_b=bob, battles=80, note="ann vs bob"
     )
     groups = [
-        # (count, ann_wins, ann_tokens, bob_tokens): A longer in 50, B longer in 15
+        # (count, a_wins, a_tokens, b_tokens): A longer in 50, B longer in 15
         (35, True, LONG, SHORT), (6, False, LONG, SHORT), (5, "tie", LONG, SHORT),
         (3, "bothbad", LONG, SHORT), (3, True, SHORT, LONG), (12, False, SHORT, LONG),
     ]  # fmt: skip
     served = 0  # the round's battles, as the arena counts them when it claims a slot
-    for count, ann_wins, ann_tokens, bob_tokens in groups:
+    for count, a_wins, a_tokens, b_tokens in groups:
         for i in range(count):
-            round_battle(targeted, ann_wins=ann_wins, ann_tokens=ann_tokens,
-                         bob_tokens=bob_tokens, ann_first=i % 2 == 0)  # fmt: skip
+            factories.round_vote(
+                targeted, a_wins=a_wins, a_tokens=a_tokens, b_tokens=b_tokens, a_first=i % 2 == 0
+            )
             served += 1
     # A's 39th win: the voter picked B, but B's answer named itself, and a leak loses.
-    round_battle(targeted, ann_wins=False, ann_tokens=LONG, bob_tokens=SHORT, ann_first=True,
-                 leaked_sides="b")  # fmt: skip
+    factories.round_vote(
+        targeted, a_wins=False, a_tokens=LONG, b_tokens=SHORT, a_first=True, leaked_sides="b"
+    )
     # Left out: a void battle (both sides named themselves) and an excluded voter's votes.
     for i in range(2):
-        round_battle(targeted, ann_wins=False, ann_tokens=LONG, bob_tokens=SHORT,
-                     ann_first=i == 0, leaked_sides="ab", void_reason="both leaked")  # fmt: skip
+        factories.round_vote(
+            targeted, a_wins=False, a_tokens=LONG, b_tokens=SHORT, a_first=i == 0,
+            leaked_sides="ab", void_reason="both leaked",
+        )  # fmt: skip
     for i in range(3):
-        round_battle(targeted, ann_wins=False, ann_tokens=LONG, bob_tokens=SHORT,
-                     ann_first=i == 0, voter="bot")  # fmt: skip
-    voter_exclude(kind="session", key=factories.voter_key("bot"), reason="a bot",
-                  excluded_by="org")  # fmt: skip
+        factories.round_vote(
+            targeted, a_wins=False, a_tokens=LONG, b_tokens=SHORT, a_first=i == 0, voter="bot"
+        )
+    voter_exclude(kind="session", key=factories.voter_key("bot"), reason="a bot", excluded_by="org")
     TargetedRound.objects.filter(pk=targeted.pk).update(battles_served=served + 6)
     # Outside the round: the same pair, but these votes are the arena's, not the round's.
     for i in range(10):
