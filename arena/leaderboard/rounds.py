@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from django.db.models import QuerySet
 
 from arena.battles.export import CHOICE_TO_WINNER
 from arena.battles.models import Answer, Battle, TargetedRound, Vote
@@ -151,7 +152,9 @@ def targeted_round_result(
     )
 
 
-def _round_battles(targeted: TargetedRound, fitted: Any) -> tuple[RoundTally, Battles | None]:
+def _round_battles(
+    targeted: TargetedRound, fitted: QuerySet[Vote]
+) -> tuple[RoundTally, Battles | None]:
     """The tally and the battles for the fit, read from the same votes."""
     rows = list(
         fitted.order_by("created_at", "battle_id").values_list(
