@@ -175,17 +175,11 @@ def pair_fit(
                 " the votes cannot tell a preference for a model from one for its style",
                 variance_inflation=inflation,
             )
-    result = fit_ratings(
-        battles,
-        style=style,
-        ci="bootstrap",
-        bootstrap_rounds=bootstrap_rounds,
-        seed=seed,
-        confidence=confidence,
-    )
+    # The penalty check needs two point fits, not the bootstrap: it runs first, so a round the
+    # votes do not determine costs no bootstrap.
+    point = fit_ratings(battles, style=style, ci=None)
     stiffer = fit_ratings(battles, style=style, ci=None, l2=DEFAULT_L2 * PENALTY_CHECK_FACTOR)
-    a, b = result.score_of(model_a), result.score_of(model_b)
-    gap = a.score - b.score
+    gap = point.score_of(model_a).score - point.score_of(model_b).score
     moved = abs(gap - (stiffer.score_of(model_a).score - stiffer.score_of(model_b).score))
     if moved > PENALTY_CHECK_POINTS:
         return undetermined(
@@ -193,10 +187,10 @@ def pair_fit(
             f"with {PENALTY_CHECK_FACTOR:g}× the penalty)",
             variance_inflation=inflation,
         )
-    if result.style_coefficients and stiffer.style_coefficients:
+    if point.style_coefficients and stiffer.style_coefficients:
         unbounded = [
             name
-            for name, value in result.style_coefficients.items()
+            for name, value in point.style_coefficients.items()
             if abs(value - stiffer.style_coefficients[name]) > PENALTY_CHECK_LOG_ODDS
         ]
         if unbounded:
@@ -205,6 +199,16 @@ def pair_fit(
                 " the votes put no bound on their effect, so none on the gap beside it",
                 variance_inflation=inflation,
             )
+    result = fit_ratings(
+        battles,
+        style=style,
+        ci="bootstrap",
+        bootstrap_rounds=bootstrap_rounds,
+        seed=seed,
+        confidence=confidence,
+        warm_start=point.theta,
+    )
+    a, b = result.score_of(model_a), result.score_of(model_b)
     assert result.superiority is not None
     i, j = result.models.index(model_a), result.models.index(model_b)
     notes.extend(w for w in result.warnings if "converge" in w)
@@ -219,7 +223,7 @@ def pair_fit(
         score_b=b.score,
         interval_a=(a.ci_low, a.ci_high),
         interval_b=(b.ci_low, b.ci_high),
-        gap=gap,
+        gap=a.score - b.score,
         # Each bootstrap round's scores are 1000 ± gap/2 too, so the gap's percentiles are
         # A's, doubled about 1000 (percentiles commute with an increasing linear map).
         gap_interval=(2 * (a.ci_low - BASE_SCORE), 2 * (a.ci_high - BASE_SCORE)),
