@@ -394,6 +394,7 @@ SECTION_PROVIDERS: list[str] = [
     "frontend.organizer_agent_evals:agent_progress_sections",
     "frontend.organizer_agent_evals:on_demand_run_sections",
     "frontend.organizer_voters:voter_sections",
+    "frontend.organizer_rounds:targeted_round_sections",
     "frontend.organizer_journal:journal_sections",
     "frontend.organizer_journal:lock_in_sections",
 ]

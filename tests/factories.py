@@ -99,6 +99,27 @@ def round_robin_votes(names: tuple[str, ...], n: int, choose) -> list[Contestant
     return players
 
 
+def round_vote(targeted, *, a_wins, a_tokens, b_tokens, a_first, voter=None, **battle):
+    """One battle of a targeted round, complete and voted by `voter` (one of its own if not
+    given): the round's A on side A if `a_first`, each answer `*_tokens` long, and `a_wins`
+    True, False, "tie" or "bothbad". `battle` sets Battle fields (`leaked_sides`, ...)."""
+    from arena.battles.services import vote_record
+
+    contestant_a, contestant_b = targeted.contestant_a, targeted.contestant_b
+    made = complete_battle(
+        voter=voter or f"round-voter-{next(_numbers)}",
+        a=contestant_a if a_first else contestant_b,
+        b=contestant_b if a_first else contestant_a,
+    )
+    Battle.objects.filter(pk=made.pk).update(targeted_round=targeted, **battle)
+    Answer.objects.filter(battle=made, contestant=contestant_a).update(tokens=a_tokens)
+    Answer.objects.filter(battle=made, contestant=contestant_b).update(tokens=b_tokens)
+    side_of_a, side_of_b = ("a", "b") if a_first else ("b", "a")
+    choice = {True: side_of_a, False: side_of_b}.get(a_wins, a_wins)
+    vote_record(battle_id=made.pk, choice=choice, voter_key=made.voter_key, ip_hash="ip")
+    return made
+
+
 def running_phase(name: str = "test", label: str = "phase-1"):
     """A competition whose first phase is running (agents train and may nominate)."""
     from arena.competition.models import Competition, Phase

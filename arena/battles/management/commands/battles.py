@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -7,6 +8,11 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from arena.battles.export import battle_export_rows, write_battle_export
 from arena.battles.selectors import default_prompts
 from arena.battles.services import prompts_load, targeted_round_schedule
+from arena.leaderboard.rounds import (
+    ROUND_BOOTSTRAP_ROUNDS,
+    round_report_lines,
+    targeted_round_results,
+)
 from arena.serving.models import Contestant
 
 
@@ -22,15 +28,25 @@ class Command(BaseCommand):
         export.add_argument("--out", required=True, type=Path, help="output file (.jsonl)")
         export.add_argument("--phase", help="only this phase's battles")
         target = actions.add_parser(
-            "target", help="serve N battles between two contestants before any random pair"
+            "target",
+            help="serve N battles between two contestants before any random pair;"
+            " --report: every round's result",
         )
-        target.add_argument("model_a", help="a contestant's display name")
-        target.add_argument("model_b", help="another contestant's display name")
-        target.add_argument("--battles", type=int, required=True)
+        target.add_argument("model_a", nargs="?", help="a contestant's display name")
+        target.add_argument("model_b", nargs="?", help="another contestant's display name")
+        target.add_argument("--battles", type=int, help="how many (needed to schedule)")
         target.add_argument(
             "--prompts", type=Path, help="only these prompts, one per line (suggested first)"
         )
         target.add_argument("--note", default="")
+        target.add_argument(
+            "--report",
+            action="store_true",
+            help="print each round's tally and its own fit, raw and style-controlled",
+        )
+        target.add_argument("--json", action="store_true", help="with --report: one JSON object")
+        target.add_argument("--bootstrap", type=int, default=ROUND_BOOTSTRAP_ROUNDS)
+        target.add_argument("--seed", type=int, default=0)
         prompts = actions.add_parser("prompts", help="manage the suggested-prompt pool")
         prompts_actions = prompts.add_subparsers(dest="prompts_action", required=True)
         load = prompts_actions.add_parser("load", help="add prompts, one per line")
@@ -46,6 +62,8 @@ class Command(BaseCommand):
             assert phase is None or isinstance(phase, str)
             count = write_battle_export(battle_export_rows(phase=phase), out)
             self.stdout.write(f"wrote {count} counted battles to {out}")
+        elif options["action"] == "target" and options["report"]:
+            self._report(options)
         elif options["action"] == "target":
             self._target(options)
         else:
@@ -60,7 +78,27 @@ class Command(BaseCommand):
             added = prompts_load(texts=texts)
             self.stdout.write(f"added {added} new prompts to the pool")
 
+    def _report(self, options: dict[str, object]) -> None:
+        if options["model_a"] or options["model_b"] or options["battles"] is not None:
+            raise CommandError("--report takes no contestants and no --battles")
+        rounds, seed = options["bootstrap"], options["seed"]
+        assert isinstance(rounds, int) and isinstance(seed, int)
+        if rounds < 1:
+            raise CommandError("--bootstrap needs at least one round")
+        results = targeted_round_results(bootstrap_rounds=rounds, seed=seed)
+        if options["json"]:
+            self.stdout.write(json.dumps({"rounds": [r.to_json() for r in results]}, indent=2))
+            return
+        if not results:
+            self.stdout.write("no targeted rounds yet")
+        for result in results:
+            self.stdout.write("\n".join(round_report_lines(result)) + "\n")
+
     def _target(self, options: dict[str, object]) -> None:
+        if options["json"]:
+            raise CommandError("--json goes with --report")
+        if not (options["model_a"] and options["model_b"]) or options["battles"] is None:
+            raise CommandError("scheduling a round needs two contestants and --battles")
         pair = []
         for name in (options["model_a"], options["model_b"]):
             contestant = Contestant.objects.filter(display_name=name).first()
