@@ -127,6 +127,8 @@
     notice("");
     SIDES.forEach((side) => { $(`reveal-${side}`).textContent = `— ${reply.data.reveal[side]}`; });
     showNewBattle(reply.data.message, !reply.data.counted);
+    // The kiosk (kiosk.js) clears the screen for the next voter a few seconds after this.
+    document.dispatchEvent(new CustomEvent("arena:voted"));
   }
 
   function showNewBattle(message, isVoid) {
@@ -139,6 +141,8 @@
   function newBattle() {
     if (current && current.socket) current.socket.close();
     current = null;
+    notice("");
+    $("send").disabled = false;
     $("battle").hidden = true;
     promptBox.value = "";
     updateCount();
@@ -157,5 +161,6 @@
   promptBox.addEventListener("input", updateCount);
   $("suggest").addEventListener("click", suggest);
   $("new-battle").addEventListener("click", newBattle);
+  document.addEventListener("arena:clear", newBattle); // the kiosk's next voter
   voteButtons.forEach((button) => button.addEventListener("click", () => castVote(button.dataset.choice)));
 })();
