@@ -144,6 +144,14 @@
     notice("");
     $("send").disabled = false;
     $("battle").hidden = true;
+    // Cleared, not just hidden: at a kiosk the next person must not find the last one's battle.
+    $("shown-prompt").textContent = "";
+    $("result-message").textContent = "";
+    SIDES.forEach((side) => {
+      $(`body-${side}`).textContent = "";
+      $(`reveal-${side}`).textContent = "";
+      $(`status-${side}`).textContent = "";
+    });
     promptBox.value = "";
     updateCount();
     promptBox.focus();
