@@ -168,6 +168,15 @@ ARENA_STREAM_CHARS_PER_SECOND = env_float("ARENA_STREAM_CHARS_PER_SECOND", 300.0
 # New battles per voter (session) and per salted IP hash, over a sliding minute.
 ARENA_BATTLES_PER_MINUTE = env_int("ARENA_BATTLES_PER_MINUTE", 10, minimum=1)
 ARENA_BATTLES_PER_MINUTE_PER_IP = env_int("ARENA_BATTLES_PER_MINUTE_PER_IP", 60, minimum=1)
+# Kiosk mode (/kiosk, frontend/README.md): battles a minute per registered booth device, which
+# many voters share, instead of the per-session and per-network limits above; how long a
+# voter may stay idle, and how long the reveal stays up, before the kiosk starts a new voter.
+ARENA_KIOSK_BATTLES_PER_MINUTE = env_int("ARENA_KIOSK_BATTLES_PER_MINUTE", 30, minimum=1)
+ARENA_KIOSK_IDLE_SECONDS = env_float("ARENA_KIOSK_IDLE_SECONDS", 90.0, minimum=1.0)
+ARENA_KIOSK_REVEAL_SECONDS = env_float("ARENA_KIOSK_REVEAL_SECONDS", 8.0, minimum=0.0)
+ARENA_KIOSK_ENROLMENT_HOURS = env_float("ARENA_KIOSK_ENROLMENT_HOURS", 24.0, minimum=0.1)
+# The online arena's address, for the kiosk's QR code and the enrolment links.
+ARENA_PUBLIC_URL = env_str("ARENA_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
 # Networks that may not use the voting site (its page, prompts, battles, votes): the agents'
 # hosts and the cluster's, comma-separated CIDRs (frontend/middleware.py). The local setup keeps
 # agents' users off the site's port with the firewall instead (agents/firewall.py).

@@ -34,9 +34,9 @@ def content_security_policy(get_response: Callable[[HttpRequest], HttpResponse])
     return middleware
 
 
-# The voters' own paths: the page, prompt suggestions, battles and votes. The leaderboard and
+# The voters' own paths: the page, prompt suggestions, battles and votes, the booth's kiosk. The leaderboard and
 # the agent API (/api/v1/) are not voting.
-VOTING_PATHS = ("/api/battles", "/api/prompts/")
+VOTING_PATHS = ("/api/battles", "/api/prompts/", "/kiosk")
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 

@@ -1,12 +1,23 @@
 from django.urls import path
 
-from frontend import leaderboard_views, live_views, organizer_views, organizer_voters, views
+from frontend import (
+    kiosk_views,
+    leaderboard_views,
+    live_views,
+    organizer_views,
+    organizer_voters,
+    views,
+)
 
 urlpatterns = [
     path("", views.arena_page, name="arena"),
     path("api/prompts/suggest", views.suggest_prompt, name="suggest-prompt"),
     path("api/battles", views.start_battle, name="start-battle"),
     path("api/battles/<str:battle_id>/vote", views.vote, name="vote"),
+    path("kiosk", kiosk_views.kiosk_page, name="kiosk"),
+    path("kiosk/next-voter", kiosk_views.kiosk_next_voter, name="kiosk-next-voter"),
+    path("kiosk/enrol/<str:token>", kiosk_views.kiosk_enrolment, name="kiosk-enrol"),
+    path("kiosk/qr.svg", kiosk_views.kiosk_qr, name="kiosk-qr"),
     path("leaderboard/", leaderboard_views.leaderboard_page, name="leaderboard"),
     path("leaderboard/live", leaderboard_views.live_leaderboard_page, name="leaderboard-live"),
     path(

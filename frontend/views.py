@@ -6,6 +6,7 @@ Nothing here returns a contestant's identity before the battle's vote is recorde
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from django.conf import settings
@@ -16,7 +17,15 @@ from django.views.decorators.http import require_GET, require_POST
 
 from arena.battles.selectors import prompt_suggest
 from arena.battles.services import BattleRefused, battle_create, vote_record
-from frontend.voters import ensure_voter, ip_hash, voter_key_or_none
+from frontend.voters import (
+    SESSION_KIOSK_SEEN,
+    ensure_voter,
+    ip_hash,
+    kiosk_of_request,
+    kiosk_voter,
+    voter_key_or_none,
+    voter_renew,
+)
 
 VOTE_LABELS = [
     ("a", "A is better"),
@@ -50,11 +59,19 @@ def start_battle(request: HttpRequest) -> JsonResponse:
     prompt = body.get("prompt")
     if not isinstance(prompt, str):
         return _error("Please type a prompt first.", "empty_prompt", 400)
+    kiosk = kiosk_of_request(request)
+    if kiosk is not None:
+        voter_key = kiosk_voter(
+            request.session, now=time.time(), idle_seconds=settings.ARENA_KIOSK_IDLE_SECONDS
+        )
+    else:
+        voter_key = ensure_voter(request.session)
     try:
         battle = battle_create(
             prompt=prompt,
-            voter_key=ensure_voter(request.session),
+            voter_key=voter_key,
             ip_hash=ip_hash(request.META.get("REMOTE_ADDR")),
+            kiosk=kiosk,
         )
     except BattleRefused as refused:
         return _error(refused.message, refused.code, refused.status)
@@ -79,6 +96,11 @@ def vote(request: HttpRequest, battle_id: str) -> JsonResponse:
         )
     except BattleRefused as refused:
         return _error(refused.message, refused.code, refused.status)
+    if kiosk_of_request(request) is not None:
+        # One vote per person at a booth: whoever touches the screen next is a new voter, even
+        # before the kiosk's page clears the reveal.
+        voter_renew(request.session)
+        request.session[SESSION_KIOSK_SEEN] = time.time()
     if outcome.counted and outcome.leaked_side:
         side = outcome.leaked_side.upper()
         message = (

@@ -4,9 +4,11 @@ from django.contrib import admin
 from django.http import HttpRequest
 
 from arena.admin_records import RecordAdmin
+from arena.battles.kiosks import kiosk_revoke
 from arena.battles.models import (
     Answer,
     Battle,
+    KioskDevice,
     SuggestedPrompt,
     TargetedRound,
     Vote,
@@ -143,3 +145,19 @@ class TargetedRoundAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False  # served battles point at their round
+
+
+@admin.register(KioskDevice)
+class KioskDeviceAdmin(RecordAdmin):
+    """Registered with `manage.py kiosks add` (which prints the one-time enrolment link: only
+    its hash is stored, so admin cannot show it); revoked here or with `kiosks revoke`."""
+
+    list_display = ["name", "status", "created_at", "enrolled_at", "revoked_at"]
+    exclude = ["enrolment_hash", "token_hash"]
+    actions = ["revoke"]
+
+    @admin.action(description="Revoke the selected kiosks now")
+    def revoke(self, request: HttpRequest, queryset) -> None:
+        for device in queryset.filter(revoked_at__isnull=True):
+            kiosk_revoke(name=device.name)
+        self.message_user(request, "Revoked; those screens are refused from now.")

@@ -52,6 +52,32 @@ class TargetedRound(models.Model):
         return f"targeted-round-{self.pk}"
 
 
+class KioskDevice(models.Model):
+    """A booth's screen, registered by an organizer: many voters share it, so its battles get
+    a per-device limit instead of the per-session and per-network ones (frontend/README.md).
+
+    Only SHA-256 hashes of its tokens are stored. The enrolment token is good for one visit
+    before `enrolment_expires_at`; that visit swaps it for the device token, kept in the
+    device's cookie."""
+
+    name = models.SlugField(max_length=60, unique=True)
+    enrolment_hash = models.CharField(max_length=64, blank=True)
+    enrolment_expires_at = models.DateTimeField(null=True, blank=True)
+    token_hash = models.CharField(max_length=64, blank=True, db_index=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    enrolled_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"kiosk {self.name}"
+
+    @property
+    def status(self) -> str:
+        if self.revoked_at:
+            return "revoked"
+        return "enrolled" if self.enrolled_at else "waiting for enrolment"
+
+
 class Battle(models.Model):
     class State(models.TextChoices):
         CREATED = "created"
@@ -74,6 +100,10 @@ class Battle(models.Model):
     phase = models.CharField(max_length=50, blank=True)
     targeted_round = models.ForeignKey(
         TargetedRound, null=True, blank=True, on_delete=models.PROTECT, related_name="battles"
+    )
+    # The registered booth screen the battle was started on; its voters are counted per device.
+    kiosk = models.ForeignKey(
+        KioskDevice, null=True, blank=True, on_delete=models.PROTECT, related_name="battles"
     )
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     generation_started_at = models.DateTimeField(null=True, blank=True)

@@ -20,6 +20,7 @@ from arena.battles.identity import revealed_identity
 from arena.battles.models import (
     Answer,
     Battle,
+    KioskDevice,
     SuggestedPrompt,
     TargetedRound,
     Vote,
@@ -74,8 +75,15 @@ def pick_contestants(
 
 
 def battle_create(
-    *, prompt: str, voter_key: str, ip_hash: str, rng: random.Random | None = None
+    *,
+    prompt: str,
+    voter_key: str,
+    ip_hash: str,
+    kiosk: KioskDevice | None = None,
+    rng: random.Random | None = None,
 ) -> Battle:
+    """Start a battle between two contestants. `kiosk`: the registered booth device it was
+    started on, whose own limit replaces the voter's and the network's."""
     prompt = prompt.strip()
     if not prompt:
         raise BattleRefused("Please type a prompt first.", code="empty_prompt")
@@ -88,7 +96,10 @@ def battle_create(
     rng = rng or random.SystemRandom()
     phase = phase_in_arena()
     with transaction.atomic():
-        _rate_limit_check(voter_key=voter_key, ip_hash=ip_hash)
+        if kiosk is not None:
+            _kiosk_rate_limit_check(kiosk)
+        else:
+            _rate_limit_check(voter_key=voter_key, ip_hash=ip_hash)
         targeted = targeted_round_claim(prompt=prompt)
         if targeted is not None:
             pair = [targeted.contestant_a, targeted.contestant_b]
@@ -102,6 +113,7 @@ def battle_create(
             ip_hash=ip_hash,
             phase=phase.label if phase is not None else "",
             targeted_round=targeted,
+            kiosk=kiosk,
         )
         Answer.objects.bulk_create(
             [
@@ -126,9 +138,27 @@ def _rate_limit_check(*, voter_key: str, ip_hash: str) -> None:
             status=429,
             code="rate_limited",
         )
-    if recent.filter(ip_hash=ip_hash).count() >= arena.battles_per_minute_per_ip:
+    # A booth's battles have their own limit: they must not use up the network's share of the
+    # phones on the same venue network.
+    from_network = recent.filter(ip_hash=ip_hash, kiosk__isnull=True)
+    if from_network.count() >= arena.battles_per_minute_per_ip:
         raise BattleRefused(
             "Too many battles from your network; please wait a minute.",
+            status=429,
+            code="rate_limited",
+        )
+
+
+def _kiosk_rate_limit_check(kiosk: KioskDevice) -> None:
+    """A kiosk's voters are one after another on one screen, each a new session: a limit per
+    session would never bite and one per network would stop the booth, so the device has its
+    own (ARENA_KIOSK_BATTLES_PER_MINUTE), counted under a lock like the others."""
+    _lock_until_commit(f"battles-of-kiosk:{kiosk.pk}")
+    minute_ago = timezone.now() - timedelta(minutes=1)
+    started = Battle.objects.filter(kiosk=kiosk, created_at__gte=minute_ago).count()
+    if started >= settings.ARENA_KIOSK_BATTLES_PER_MINUTE:
+        raise BattleRefused(
+            "This kiosk is starting battles too quickly; please wait a minute.",
             status=429,
             code="rate_limited",
         )

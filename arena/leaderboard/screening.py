@@ -14,7 +14,8 @@ The signals, measured against the crowd's own Bradley–Terry fit of the votes i
   always votes for it shows this;
 * **burst** (sessions) — at least `burst_votes` votes within any `burst_window_s` seconds;
 * **many sessions** (networks) — at least `sessions_per_network` sessions voted from one
-  address.
+  address. Sessions on a registered booth kiosk are left out of this count: the kiosk gives
+  every person a new one by design, and has its own per-device battle limit.
 
 Probabilities come from the fit with a lapse rate (`LAPSE`): people misclick and change their
 minds, so no vote is treated as more than 95 % predictable, and one surprising vote from a
@@ -67,6 +68,7 @@ class VoteSeen:
     model_a: str
     model_b: str
     choice: str  # a, b, tie, bothbad: the voter's own choice, not a leak's forced winner
+    kiosk: bool = False  # cast on a registered booth kiosk: a new session per person by design
 
 
 @dataclass(frozen=True)
@@ -205,9 +207,13 @@ def _burst(votes: list[VoteSeen], rules: ScreeningRules) -> Signal | None:
 
 
 def _many_sessions(votes: list[VoteSeen], rules: ScreeningRules) -> Signal | None:
+    # A registered kiosk gives every person at the booth a new session, so its sessions are
+    # not counted here; its votes still count in the network's other signals, and the kiosk
+    # has its own battle limit (ARENA_KIOSK_BATTLES_PER_MINUTE).
     per_session: dict[str, int] = defaultdict(int)
     for vote in votes:
-        per_session[vote.voter_key] += 1
+        if not vote.kiosk:
+            per_session[vote.voter_key] += 1
     if len(per_session) < rules.sessions_per_network:
         return None
     return Signal(
@@ -225,7 +231,7 @@ def votes_seen() -> list[VoteSeen]:
     """Every counted vote, excluded voters' included (their flags stay visible)."""
     rows = list(
         Vote.objects.filter(counted=True).values_list(
-            "battle_id", "voter_key", "ip_hash", "created_at", "choice"
+            "battle_id", "voter_key", "ip_hash", "created_at", "choice", "battle__kiosk_id"
         )
     )
     names: dict[str, dict[str, str]] = defaultdict(dict)
@@ -235,8 +241,10 @@ def votes_seen() -> list[VoteSeen]:
     for battle_id, side, name in answers:
         names[battle_id][side] = name
     return [
-        VoteSeen(voter, network, at.timestamp(), names[b]["a"], names[b]["b"], choice)
-        for b, voter, network, at, choice in rows
+        VoteSeen(
+            voter, network, at.timestamp(), names[b]["a"], names[b]["b"], choice, kiosk is not None
+        )
+        for b, voter, network, at, choice, kiosk in rows
         if "a" in names[b] and "b" in names[b]
     ]
 

@@ -127,6 +127,8 @@
     notice("");
     SIDES.forEach((side) => { $(`reveal-${side}`).textContent = `— ${reply.data.reveal[side]}`; });
     showNewBattle(reply.data.message, !reply.data.counted);
+    // The kiosk (kiosk.js) clears the screen for the next voter a few seconds after this.
+    document.dispatchEvent(new CustomEvent("arena:voted"));
   }
 
   function showNewBattle(message, isVoid) {
@@ -139,7 +141,17 @@
   function newBattle() {
     if (current && current.socket) current.socket.close();
     current = null;
+    notice("");
+    $("send").disabled = false;
     $("battle").hidden = true;
+    // Cleared, not just hidden: at a kiosk the next person must not find the last one's battle.
+    $("shown-prompt").textContent = "";
+    $("result-message").textContent = "";
+    SIDES.forEach((side) => {
+      $(`body-${side}`).textContent = "";
+      $(`reveal-${side}`).textContent = "";
+      $(`status-${side}`).textContent = "";
+    });
     promptBox.value = "";
     updateCount();
     promptBox.focus();
@@ -157,5 +169,6 @@
   promptBox.addEventListener("input", updateCount);
   $("suggest").addEventListener("click", suggest);
   $("new-battle").addEventListener("click", newBattle);
+  document.addEventListener("arena:clear", newBattle); // the kiosk's next voter
   voteButtons.forEach((button) => button.addEventListener("click", () => castVote(button.dataset.choice)));
 })();
