@@ -12,7 +12,7 @@ def recount_stored_answers(apps, schema_editor):
     default); count them again under the current rules, so the fit and the export, which read
     the stored counts, never mix two sets of rules. Each answer is labelled with the version it
     was counted under, whatever the code is when this runs. Cost: one Markdown parse per
-    answer (about a millisecond), in batches by primary key, so memory stays flat."""
+    answer (a few milliseconds), in batches by primary key, so memory stays flat."""
     from arena.battles.style import STYLE_VERSION, style_features
 
     answer_model = apps.get_model("battles", "Answer")
