@@ -135,6 +135,8 @@ def test_ratings_read_an_export_the_same_with_or_without_its_style_version(tmp_p
         _leaky_battle(
             texts, a=players[i % 3], b=players[(i + 1) % 3], choice="b" if i % 4 == 0 else "a"
         )
+    # Recorded answers are stored under the current rules, so the export takes them as stored.
+    assert set(Answer.objects.values_list("style_version", flat=True)) == {STYLE_VERSION}
     ours, older = tmp_path / "ours.jsonl", tmp_path / "older.jsonl"
     call_command("battles", "export", "--out", str(ours))
     rows = [json.loads(line) for line in ours.read_text().splitlines()]
