@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import nh3
 
-# The identity check reads answers through this same renderer, so it sees what the voter sees.
-from arena.battles.identity import ANSWER_MARKDOWN as _renderer
+# The one answer parser: the identity check and the style features read answers through it
+# too, so they see what the voter sees.
+from arena.battles.answer_markdown import ANSWER_MARKDOWN as _renderer
 
 _ALLOWED_TAGS = {
     "p",

@@ -12,9 +12,12 @@ import json
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from arena.battles.style import count_tokens
+from arena.battles.style import STYLE_VERSION, StyleFeatures, count_tokens, style_features
+
+if TYPE_CHECKING:  # the reader needs no Django
+    from arena.battles.models import Answer
 
 WINNERS = ("model_a", "model_b", "tie", "tie (bothbad)")
 CHOICE_TO_WINNER = {"a": "model_a", "b": "model_b", "tie": "tie", "bothbad": "tie (bothbad)"}
@@ -71,6 +74,7 @@ def battle_export_rows(
         battle = vote.battle
         sides = {answer.side: answer for answer in battle.answers.all()}
         a, b = sides["a"], sides["b"]
+        style_a, style_b = _answer_style(a), _answer_style(b)
         yield {
             "battle_id": battle.pk,
             "model_a": a.contestant.display_name,
@@ -83,14 +87,17 @@ def battle_export_rows(
             "language": "",
             "conv_metadata": {
                 "sum_user_tokens": count_tokens(battle.prompt),
-                "sum_assistant_a_tokens": a.tokens,
-                "sum_assistant_b_tokens": b.tokens,
-                "header_count_a": a.header_counts,
-                "header_count_b": b.header_counts,
-                "list_count_a": a.list_counts,
-                "list_count_b": b.list_counts,
-                "bold_count_a": a.bold_counts,
-                "bold_count_b": b.bold_counts,
+                "sum_assistant_a_tokens": style_a.tokens,
+                "sum_assistant_b_tokens": style_b.tokens,
+                "header_count_a": style_a.headers,
+                "header_count_b": style_b.headers,
+                "list_count_a": style_a.lists,
+                "list_count_b": style_b.lists,
+                "bold_count_a": style_a.bold,
+                "bold_count_b": style_b.bold,
+                # The counting rules of both sides' counts (arena/battles/style.py). A reader
+                # may ignore it: a line without it (older exports, other arenas) still reads.
+                "style_version": STYLE_VERSION,
                 # The side whose answer revealed an identity ("" none): it lost the battle
                 # whatever the voter chose, and `winner` says so; `vote` is the voter's choice.
                 "leaked_side": battle.leaked_sides,
@@ -101,6 +108,20 @@ def battle_export_rows(
             "finish_reason_a": a.finish_reason,
             "finish_reason_b": b.finish_reason,
         }
+
+
+def _answer_style(answer: Answer) -> StyleFeatures:
+    """The answer's stored counts, or, for a row stored under other rules (written by code
+    older than `STYLE_VERSION`, e.g. a worker still running during an upgrade), its counts
+    under the current rules: every line follows the one version it names."""
+    if answer.style_version == STYLE_VERSION:
+        return StyleFeatures(
+            tokens=answer.tokens,
+            headers=answer.header_counts,
+            lists=answer.list_counts,
+            bold=answer.bold_counts,
+        )
+    return style_features(answer.text)
 
 
 def write_battle_export(rows: Iterable[dict[str, Any]], path: Path) -> int:

@@ -48,15 +48,12 @@ from collections.abc import Iterable
 from html.parser import HTMLParser
 
 from confusable_homoglyphs.utils import load as load_confusables
-from markdown_it import MarkdownIt
+
+# The page's Markdown parser (frontend/markdown.py renders with it and sanitises the output):
+# one definition, so the check reads answers exactly as they are shown.
+from arena.battles.answer_markdown import ANSWER_MARKDOWN
 
 MIN_WORD_CHARS = 3
-
-# The page's Markdown renderer (frontend/markdown.py sanitises its output): one definition, so
-# the check reads answers exactly as they are shown.
-ANSWER_MARKDOWN = MarkdownIt(
-    "commonmark", {"html": False, "linkify": False, "breaks": True}
-).enable(["table", "strikethrough"])
 
 
 def revealed_identity(

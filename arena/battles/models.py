@@ -4,6 +4,7 @@ import secrets
 
 from django.db import models
 
+from arena.battles.style import FIRST_STYLE_VERSION, current_style_version
 from arena.serving.models import Contestant
 
 
@@ -143,6 +144,12 @@ class Answer(models.Model):
     header_counts = models.JSONField(default=dict)
     list_counts = models.JSONField(default=dict)
     bold_counts = models.JSONField(default=dict)
+    # The counting rules the four above follow (`style.STYLE_VERSION`), so that counts under
+    # other rules are never mixed in silently. A row inserted by code older than this field
+    # gets the database's default: it was counted under the first rules.
+    style_version = models.PositiveSmallIntegerField(
+        default=current_style_version, db_default=FIRST_STYLE_VERSION
+    )
 
     class Meta:
         ordering = ["battle", "side"]

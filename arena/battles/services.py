@@ -27,7 +27,7 @@ from arena.battles.models import (
     VoterExclusion,
 )
 from arena.battles.selectors import identity_words
-from arena.battles.style import style_features
+from arena.battles.style import STYLE_VERSION, style_features
 from arena.competition.selectors import arena_settings_current, phase_in_arena
 from arena.serving.models import Contestant
 from arena.serving.selectors import contestants_active
@@ -270,6 +270,7 @@ def battle_record_answers(*, battle_id: str, results: dict[str, SideResult]) -> 
         answer.header_counts = features.headers
         answer.list_counts = features.lists
         answer.bold_counts = features.bold
+        answer.style_version = STYLE_VERSION
         answer.save()
         revealed = revealed_identity(result.text, names=words.names, configured=words.configured)
         if revealed:

@@ -57,11 +57,12 @@ COLUMNS: tuple[tuple[str, pa.DataType, str], ...] = (
                 ("bold_count_b", _counts(BOLD_KEYS)),
                 ("leaked_side", pa.string()),
                 ("vote", pa.string()),
+                ("style_version", pa.int64()),
             ]
         ),  # fmt: skip
         "style counts of each answer (tokens, markdown headers, lists, bold) for style "
         "control; `leaked_side` is the side whose answer revealed its identity and lost for "
-        "it, `vote` the voter's own choice",
+        "it, `vote` the voter's own choice, `style_version` the rules the counts follow",
     ),
     ("conversation_a", pa.list_(_TURN), "the prompt and side A's answer, as chat turns"),
     ("conversation_b", pa.list_(_TURN), "the prompt and side B's answer"),

@@ -1,3 +1,4 @@
+import io
 import json
 from datetime import timedelta
 
@@ -8,6 +9,7 @@ from django.utils import timezone
 from arena.battles.export import ExportFormatError, read_battle_export
 from arena.battles.models import Answer
 from arena.battles.services import vote_record
+from arena.battles.style import STYLE_VERSION
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -97,6 +99,59 @@ def test_whole_numbers_written_as_floats_are_counts(tmp_path):
     [record] = read_battle_export(path, require_style=True)
     assert record.style_a.tokens == 12 and type(record.style_a.tokens) is int
     assert record.style_a.lists == {"ordered": 2, "unordered": 0}
+
+
+def test_each_line_names_its_style_rules_and_a_row_counted_under_old_rules_is_recounted(
+    tmp_path,
+):
+    left, right = factories.contestant("left"), factories.contestant("right")
+    text_a = "Title\n===\n> - quoted item\n\nPass `**kwargs**` on."
+    battle = factories.complete_battle(a=left, b=right, texts=(text_a, "plain"))
+    # Side A as a worker still running the line regexes (version 1) stored it during an upgrade.
+    Answer.objects.filter(battle=battle, side="a").update(
+        style_version=1,
+        tokens=13,
+        header_counts={f"h{i}": 0 for i in range(1, 7)},
+        list_counts={"ordered": 0, "unordered": 0},
+        bold_counts={"**": 1, "__": 0},
+    )
+    vote_record(battle_id=battle.pk, choice="a", voter_key=factories.voter_key(), ip_hash="ip")
+    out = tmp_path / "battles.jsonl"
+
+    call_command("battles", "export", "--out", str(out))
+
+    [record] = read_battle_export(out, require_style=True)
+    assert record.raw["conv_metadata"]["style_version"] == STYLE_VERSION == 2
+    assert record.style_a.headers["h1"] == 1
+    assert record.style_a.lists == {"ordered": 0, "unordered": 1}
+    assert record.style_a.bold == {"**": 0, "__": 0}
+    assert record.style_b.tokens == 3  # side B was stored under the current rules: as stored
+
+
+def test_ratings_read_an_export_the_same_with_or_without_its_style_version(tmp_path):
+    players = [factories.contestant(name) for name in ("ann", "bob", "cat")]
+    for i in range(30):
+        texts = ("## Plan\n" + "- **step**\n" * (i % 4), "Plain words. " * (1 + i % 5))
+        _leaky_battle(
+            texts, a=players[i % 3], b=players[(i + 1) % 3], choice="b" if i % 4 == 0 else "a"
+        )
+    # Recorded answers are stored under the current rules, so the export takes them as stored.
+    assert set(Answer.objects.values_list("style_version", flat=True)) == {STYLE_VERSION}
+    ours, older = tmp_path / "ours.jsonl", tmp_path / "older.jsonl"
+    call_command("battles", "export", "--out", str(ours))
+    rows = [json.loads(line) for line in ours.read_text().splitlines()]
+    for row in rows:
+        del row["conv_metadata"]["style_version"]
+    older.write_text("".join(json.dumps(row) + "\n" for row in rows))
+
+    def ratings(path):
+        out = io.StringIO()
+        call_command("ratings", "--votes", str(path), "--json", "--bootstrap", "10", stdout=out)
+        return json.loads(out.getvalue())
+
+    fitted = ratings(ours)
+    assert fitted["n_battles"] == 30 and fitted["method"] == "style-controlled bradley-terry"
+    assert ratings(older) == fitted
 
 
 def test_export_into_a_missing_directory_is_a_clear_error(tmp_path):
