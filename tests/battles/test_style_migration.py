@@ -11,8 +11,8 @@ from arena.battles.models import Battle
 from arena.battles.style import STYLE_VERSION, style_features
 from tests import factories
 
-BEFORE = [("battles", "0004_voter_exclusions")]
-AFTER = [("battles", "0005_answer_style_version")]
+BEFORE = [("battles", "0005_kiosk_devices")]
+AFTER = [("battles", "0006_answer_style_version")]
 MARKDOWN = "Title\n===\n\n> - quoted\n> - items\n\nPass `**kwargs**`, **really**."
 # What the line regexes stored for MARKDOWN: no setext header, no quoted list, two bold spans.
 VERSION_1_COUNTS = {
@@ -36,7 +36,7 @@ def migrated_back():
 @pytest.mark.django_db(transaction=True)
 def test_stored_answers_are_recounted_under_the_current_rules(migrated_back, monkeypatch):
     # A batch smaller than the rows, so the recount walks several batches.
-    migration = importlib.import_module("arena.battles.migrations.0005_answer_style_version")
+    migration = importlib.import_module("arena.battles.migrations.0006_answer_style_version")
     monkeypatch.setattr(migration, "RECOUNT_BATCH", 2)
     old_answer = migrated_back.get_model("battles", "Answer")
     left, right = factories.contestant("left"), factories.contestant("right")

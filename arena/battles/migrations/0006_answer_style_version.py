@@ -34,7 +34,7 @@ def recount_stored_answers(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("battles", "0004_voter_exclusions"),
+        ("battles", "0005_kiosk_devices"),
     ]
 
     operations = [
