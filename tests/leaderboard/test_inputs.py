@@ -232,3 +232,22 @@ def test_the_columnar_database_read_gives_the_fit_what_the_rows_gave_it(phase):
 @pytest.mark.django_db
 def test_with_no_counted_votes_there_is_nothing_to_fit():
     assert counted_battles() == (None, None)
+
+
+def test_byte_ranges_read_in_parallel_give_the_same_columns(tmp_path):
+    path = write_export(tmp_path / "v.jsonl")
+    one = battle_columns_from_file(path, style=True, workers=1)
+    for workers in (2, 3, 7):
+        several = battle_columns_from_file(path, style=True, workers=workers)
+        assert_same_battles(several.battles(), one.battles())
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_a_bad_line_late_in_the_file_is_numbered_in_the_whole_file(tmp_path, workers):
+    path = write_export(tmp_path / "v.jsonl", n=2000)  # 2,003 lines with 3 blank ones
+    lines = path.read_bytes().split(b"\n")
+    lines[1800] = b'{"model_a": "x", "model_b": "x", "winner": "tie"}'
+    lines[1900] = b"z" * 5000  # a later, different error is not the one reported
+    path.write_bytes(b"\n".join(lines))
+    with pytest.raises(ExportFormatError, match=r"^line 1801: a battle of 'x' against itself$"):
+        battle_columns_from_file(path, style=True, workers=workers, max_line_bytes=4096)
