@@ -122,17 +122,19 @@ def write_export(data: Data, path: Path) -> None:
 
 
 def timed_process(command: list[str]) -> tuple[float, float, str]:
-    """Wall seconds, peak resident MB and stdout of one process, by /usr/bin/time."""
+    """Wall seconds, peak resident MB and stdout of one process, by /usr/bin/time (which
+    also prints the CPU seconds: on a shared machine they say more than the wall time)."""
     with tempfile.NamedTemporaryFile("r") as report:
         done = subprocess.run(
-            ["/usr/bin/time", "-o", report.name, "-f", "%e %M", *command],
+            ["/usr/bin/time", "-o", report.name, "-f", "%U %S %e %M", *command],
             cwd=ROOT,
             capture_output=True,
             text=True,
         )
         if done.returncode != 0:
             sys.exit(f"{' '.join(command)} failed:\n{done.stderr[-2000:]}")
-        seconds, kib = report.read().split()[-2:]
+        user, system, seconds, kib = report.read().split()[-4:]
+    print(f"  ({float(user) + float(system):.1f} CPU s)", end=" ")
     return float(seconds), int(kib) / 1024, done.stdout
 
 
@@ -309,7 +311,11 @@ def main() -> None:
     if not url.startswith("postgres"):
         sys.exit("set DATABASE_URL to a PostgreSQL database (the bench makes a scratch one)")
 
-    print(f"{args.battles:,} battles, {args.models} models, seed {args.seed}", flush=True)
+    print(
+        f"{args.battles:,} battles, {args.models} models, seed {args.seed}; "
+        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores",
+        flush=True,
+    )
     started = time.perf_counter()
     data = Data(n_battles=args.battles, n_models=args.models, seed=args.seed)
     python = sys.executable
@@ -367,7 +373,7 @@ def main() -> None:
         "live refit from PostgreSQL <= 5 s": db["refit_s"] <= 5,
         "a vote on live screens within 1 s": db["vote_to_screens_s"] <= 1,
     }
-    print()
+    print(f"\nload average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(f"{'':38} {'ours':>9} {'reference':>10} {'ratio':>7}")
     print(
         f"{'ratings --votes --ci sandwich (s)':38} {sandwich_s:>9.1f} {reference_s:>10.1f} "
@@ -379,7 +385,7 @@ def main() -> None:
     )
     print(f"{'ratings --votes, bootstrap (s, MB)':38} {bootstrap_s:>9.1f} {bootstrap_mb:>10,.0f}")
     print(
-        f"{'read 1 M counted votes from PG (s)':38} {db['read_s']:>9.2f} "
+        f"{f'read {len(data):,} counted votes (s)':38} {db['read_s']:>9.2f} "
         f"{db['read_reference_s']:>10.2f} {db['read_reference_s'] / db['read_s']:>6.1f}x"
     )
     print(f"{'live refit: read, fit, save (s)':38} {db['refit_s']:>9.2f}")
