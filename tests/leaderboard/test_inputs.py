@@ -251,3 +251,17 @@ def test_a_bad_line_late_in_the_file_is_numbered_in_the_whole_file(tmp_path, wor
     path.write_bytes(b"\n".join(lines))
     with pytest.raises(ExportFormatError, match=r"^line 1801: a battle of 'x' against itself$"):
         battle_columns_from_file(path, style=True, workers=workers, max_line_bytes=4096)
+
+
+@pytest.mark.django_db
+def test_databases_without_copy_read_the_same_rows_through_a_cursor(monkeypatch):
+    from types import SimpleNamespace
+
+    from arena.leaderboard import inputs
+
+    votes_in_the_database(n=200)
+    by_copy, _ = counted_battles()
+    monkeypatch.setattr(inputs, "connection", SimpleNamespace(vendor="sqlite"))
+    by_rows, _ = counted_battles()
+    assert by_copy is not None and by_rows is not None
+    assert_same_battles(by_rows, by_copy)
