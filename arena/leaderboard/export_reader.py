@@ -42,11 +42,18 @@ from arena.rating.data import OUTCOME, Battles
 MAX_LINE_BYTES = 8 * 1024 * 1024
 _WINNER_CODE = {winner: code for code, winner in enumerate(WINNERS)}
 _OUTCOME_OF_CODE = np.array([OUTCOME[winner] for winner in WINNERS])
-# The style columns of one side, in the order `Battles` wants them.
-_SIDE_FIELDS = (
-    ("header_count", HEADER_KEYS),
-    ("list_count", LIST_KEYS),
-    ("bold_count", BOLD_KEYS),
+# Per side, the metadata keys of its style columns, in the order `Battles` wants them
+# (spelled out once, not formatted again on every line).
+_SIDE_KEYS = tuple(
+    (
+        f"sum_assistant_{side}_tokens",
+        (
+            (f"header_count_{side}", HEADER_KEYS),
+            (f"list_count_{side}", LIST_KEYS),
+            (f"bold_count_{side}", BOLD_KEYS),
+        ),
+    )
+    for side in ("a", "b")
 )
 
 
@@ -232,13 +239,13 @@ def _fast_fields(row: Any, style: bool) -> Fields | None:
         # a styled one (and then says so).
         return None if style else (model_a, model_b, code, ())
     side_counts = []
-    for side in ("a", "b"):
-        tokens = metadata.get(f"sum_assistant_{side}_tokens")
+    for tokens_key, count_fields in _SIDE_KEYS:
+        tokens = metadata.get(tokens_key)
         if type(tokens) is not int or tokens < 0:
             return None
         side_counts.append(tokens)
-        for field, keys in _SIDE_FIELDS:
-            total = _total(metadata.get(f"{field}_{side}"), keys)
+        for field, keys in count_fields:
+            total = _total(metadata.get(field), keys)
             if total < 0:
                 return None
             side_counts.append(total)
