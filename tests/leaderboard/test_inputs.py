@@ -193,7 +193,9 @@ def votes_in_the_database(n=600, seed=7):
                     tokens=counts[f"sum_assistant_{side}_tokens"],
                     header_counts=counts[f"header_count_{side}"],
                     list_counts=counts[f"list_count_{side}"],
-                    bold_counts={k: v for k, v in counts[f"bold_count_{side}"].items() if k != "~~"},
+                    bold_counts={
+                        k: v for k, v in counts[f"bold_count_{side}"].items() if k != "~~"
+                    },
                 )
             )
         votes.append(
