@@ -47,11 +47,15 @@ def result_table(result: RatingResult) -> dict[str, Any]:
 def analyses_of(battles: Battles) -> dict[str, Any]:
     """Votes per model and per pair, observed pairwise win rates, the longer-answer share."""
     m = battles.n_models
-    wins = np.zeros((m, m))
-    games = np.zeros((m, m))
-    np.add.at(wins, (battles.a, battles.b), battles.outcome * battles.weight)
-    np.add.at(wins, (battles.b, battles.a), (1 - battles.outcome) * battles.weight)
-    np.add.at(games, (battles.a, battles.b), battles.weight)
+    # One bincount per table over the flat (row, column) index: a pass over the battles in C,
+    # where np.add.at takes a quarter of a second at a million.
+    a_then_b = battles.a * m + battles.b
+    b_then_a = battles.b * m + battles.a
+    wins = np.bincount(
+        a_then_b, weights=battles.outcome * battles.weight, minlength=m * m
+    ) + np.bincount(b_then_a, weights=(1 - battles.outcome) * battles.weight, minlength=m * m)
+    wins = wins.reshape(m, m)
+    games = np.bincount(a_then_b, weights=battles.weight, minlength=m * m).reshape(m, m)
     games = games + games.T
     with np.errstate(invalid="ignore", divide="ignore"):
         rate = np.where(games > 0, wins / games, np.nan)

@@ -75,6 +75,46 @@ class Battles:
             style = style_difference(xa, xb)
         return cls(models, a, b, outcome, style, np.ones(len(winner)))
 
+    @classmethod
+    def from_codes(
+        cls,
+        names: Sequence[str],
+        a: NDArray[np.integer],
+        b: NDArray[np.integer],
+        outcome: NDArray[np.float64],
+        *,
+        style_a: NDArray[np.float64] | None = None,
+        style_b: NDArray[np.float64] | None = None,
+    ) -> Battles:
+        """`build` for columns already coded: `a`/`b` index `names` (which must be distinct),
+        so a million battles never become a million Python strings. The result is the one
+        `build` gives for the same battles: models in sorted order, the same arrays."""
+        if not (len(a) == len(b) == len(outcome)):
+            raise BattleDataError("a, b and outcome must have the same length")
+        if len(outcome) == 0:
+            raise BattleDataError("no battles to rate")
+        used = np.zeros(len(names), dtype=bool)
+        used[a] = True
+        used[b] = True
+        models = sorted(name for name, seen in zip(names, used, strict=True) if seen)
+        index = {name: i for i, name in enumerate(models)}
+        recode = np.array([index.get(name, -1) for name in names], dtype=np.intp)
+        a_models, b_models = recode[a], recode[b]
+        if np.any(a_models == b_models):
+            row = int(np.flatnonzero(a_models == b_models)[0])
+            raise BattleDataError(f"battle {row + 1} is {models[a_models[row]]!r} against itself")
+        style = None
+        if style_a is not None or style_b is not None:
+            if style_a is None or style_b is None:
+                raise BattleDataError("style needs both sides")
+            xa = np.asarray(style_a, dtype=np.float64)
+            xb = np.asarray(style_b, dtype=np.float64)
+            if xa.shape != (len(outcome), len(STYLE_FEATURES)) or xb.shape != xa.shape:
+                raise BattleDataError(f"style arrays must have shape (n, {len(STYLE_FEATURES)})")
+            style = style_difference(xa, xb)
+        weight = np.ones(len(outcome))
+        return cls(models, a_models, b_models, np.asarray(outcome, np.float64), style, weight)
+
     def without_style(self) -> Battles:
         return Battles(self.models, self.a, self.b, self.outcome, None, self.weight)
 

@@ -1,0 +1,284 @@
+"""A battle export read straight into columns: a million battles in seconds and tens of MB.
+
+`read_battle_export` (arena/battles/export.py) keeps every line as a `BattleRecord` with its
+parsed dict: at a million lines that is a minute and about 6 GB. This reader keeps only what
+the fit needs, as numpy columns — a code per model name, a winner code, the eight style
+counts — and lets each parsed line go at once.
+
+The file is untrusted (anyone can hand one to `ratings --votes`), so every line is read with
+a bound on its length, and a line is accepted only as `parse_battle_line` would accept it: a
+fast check covers the lines our export and Chatbot Arena's write; anything it is not sure
+of goes to `parse_battle_line` itself, which either raises the same error naming the line or
+returns the same values. Pure Python and numpy: no Django.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+from array import array
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from arena.battles.export import (
+    BOLD_KEYS,
+    HEADER_KEYS,
+    LIST_KEYS,
+    WINNERS,
+    ExportFormatError,
+    SideStyle,
+    parse_battle_line,
+)
+from arena.rating.data import OUTCOME, Battles
+
+# One battle is well under a kilobyte, or tens of kilobytes with both conversations; a line
+# longer than this is refused rather than parsed (JSON parsing holds the whole line).
+MAX_LINE_BYTES = 8 * 1024 * 1024
+_WINNER_CODE = {winner: code for code, winner in enumerate(WINNERS)}
+_OUTCOME_OF_CODE = np.array([OUTCOME[winner] for winner in WINNERS])
+# Per side, the metadata keys of its style columns, in the order `Battles` wants them
+# (spelled out once, not formatted again on every line).
+_SIDE_KEYS = tuple(
+    (
+        f"sum_assistant_{side}_tokens",
+        (
+            (f"header_count_{side}", HEADER_KEYS),
+            (f"list_count_{side}", LIST_KEYS),
+            (f"bold_count_{side}", BOLD_KEYS),
+        ),
+    )
+    for side in ("a", "b")
+)
+
+
+@dataclass(frozen=True)
+class BattleColumns:
+    names: list[str]  # code -> model name, in order of first appearance
+    a: NDArray[np.int32]  # (n,) code of the model on side A
+    b: NDArray[np.int32]  # (n,)
+    winner: NDArray[np.int8]  # (n,) index into WINNERS
+    style_a: NDArray[np.float64] | None  # (n, 4) tokens, headers, list items, bold spans
+    style_b: NDArray[np.float64] | None
+
+    def battles(self) -> Battles:
+        return Battles.from_codes(
+            self.names,
+            self.a,
+            self.b,
+            _OUTCOME_OF_CODE[self.winner],
+            style_a=self.style_a,
+            style_b=self.style_b,
+        )
+
+
+def battle_columns_from_file(
+    path: Path,
+    *,
+    style: bool,
+    max_line_bytes: int = MAX_LINE_BYTES,
+    workers: int | None = None,
+) -> BattleColumns:
+    """Raises ExportFormatError naming the line of the first bad record (too long, not UTF-8,
+    or refused by `parse_battle_line`). With `style`, every line must carry style metadata.
+
+    JSON parsing is most of the time, so a big file is cut into `workers` byte ranges (by
+    default one per core, up to `MAX_WORKERS`) read by forked processes; the columns are
+    joined in file order, so the result does not depend on the number of workers."""
+    size = path.stat().st_size
+    if workers is None:
+        workers = min(MAX_WORKERS, os.cpu_count() or 1) if size >= PARALLEL_FROM_BYTES else 1
+    bounds = [size * i // workers for i in range(workers + 1)]
+    ranges = list(zip(bounds, bounds[1:], strict=False))
+    if workers == 1:
+        parts = [_read_range(path, 0, size, style, max_line_bytes)]
+    else:
+        context = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            futures = [
+                pool.submit(_read_range, path, begin, end, style, max_line_bytes)
+                for begin, end in ranges
+            ]
+            parts = [future.result() for future in futures]
+    lines_before = 0
+    for part in parts:  # the first bad line in the file, numbered in the whole file
+        if part.error is not None:
+            number, message = part.error
+            raise ExportFormatError(lines_before + number, message)
+        lines_before += part.lines
+    return _joined(parts, style)
+
+
+MAX_WORKERS = 4
+PARALLEL_FROM_BYTES = 64 * 1024 * 1024  # below this, forking costs more than it saves
+
+
+@dataclass
+class _Part:
+    """The columns of one byte range, its own model codes, and its lines; or its first
+    error, numbered within the range."""
+
+    names: list[str]
+    a: array
+    b: array
+    winner: array
+    counts: array
+    lines: int
+    error: tuple[int, str] | None = None
+
+
+def _read_range(path: Path, begin: int, end: int, style: bool, max_line_bytes: int) -> _Part:
+    """The lines that start in [begin, end)."""
+    codes: dict[str, int] = {}
+    a, b = array("i"), array("i")
+    winner = array("b")
+    # 8 a line: A's tokens, headers, lists, bold, then B's; as floats, as the fit takes them
+    # (a count too big for a float is refused below, not wrapped around).
+    counts = array("d")
+    number = 0
+
+    def part(error: tuple[int, str] | None = None) -> _Part:
+        return _Part(list(codes), a, b, winner, counts, number, error)
+
+    with path.open("rb") as lines:
+        position = begin
+        if begin > 0:  # the line running over `begin` belongs to the range before
+            lines.seek(begin - 1)
+            position -= 1
+            while True:  # skipped a bounded piece at a time
+                piece = lines.readline(max_line_bytes + 1)
+                position += len(piece)
+                if not piece or piece.endswith(b"\n"):
+                    break
+        while position < end:
+            raw = lines.readline(max_line_bytes + 1)
+            if not raw:
+                break
+            position += len(raw)
+            number += 1
+            if len(raw) > max_line_bytes and not raw.endswith(b"\n"):
+                return part((number, f"longer than {max_line_bytes:,} bytes"))
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                return part((number, "not UTF-8"))
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                return part((number, f"not valid JSON ({exc.msg})"))
+            fields = _fast_fields(row, style)
+            if fields is None:  # unusual: let the reference parser decide, and say why
+                try:
+                    fields = _reference_fields(line, number, style)
+                except ExportFormatError as exc:
+                    return part((number, str(exc).removeprefix(f"line {number}: ")))
+            model_a, model_b, winner_code, side_counts = fields
+            a.append(codes.setdefault(model_a, len(codes)))
+            b.append(codes.setdefault(model_b, len(codes)))
+            winner.append(winner_code)
+            if style:
+                try:
+                    counts.extend(side_counts)
+                except OverflowError:
+                    return part((number, "a style count is too large"))
+    return part()
+
+
+def _joined(parts: list[_Part], style: bool) -> BattleColumns:
+    """One set of columns in file order, with one code per model name."""
+    codes: dict[str, int] = {}
+    a_parts, b_parts = [], []
+    for part in parts:
+        recode = np.array([codes.setdefault(name, len(codes)) for name in part.names], np.int32)
+        a_parts.append(recode[np.frombuffer(part.a, dtype=np.int32)])
+        b_parts.append(recode[np.frombuffer(part.b, dtype=np.int32)])
+    winner = np.concatenate([np.frombuffer(part.winner, dtype=np.int8) for part in parts])
+    style_a = style_b = None
+    if style:
+        both = np.concatenate(
+            [np.frombuffer(part.counts, dtype=np.float64).reshape(-1, 8) for part in parts]
+        )
+        style_a, style_b = both[:, :4], both[:, 4:]
+    return BattleColumns(
+        names=list(codes),
+        a=np.concatenate(a_parts),
+        b=np.concatenate(b_parts),
+        winner=winner,
+        style_a=style_a,
+        style_b=style_b,
+    )
+
+
+Fields = tuple[str, str, int, tuple[int, ...]]
+
+
+def _fast_fields(row: Any, style: bool) -> Fields | None:
+    """The fields of a line in the plain form our export writes (whole non-negative counts,
+    every style field present); None for anything else, valid or not."""
+    if type(row) is not dict:
+        return None
+    model_a, model_b, winner = row.get("model_a"), row.get("model_b"), row.get("winner")
+    if type(model_a) is not str or type(model_b) is not str or not model_a or not model_b:
+        return None
+    code = _WINNER_CODE.get(winner) if type(winner) is str else None
+    if code is None or model_a == model_b:
+        return None
+    tstamp = row.get("tstamp", 0.0)
+    if type(tstamp) is not float and type(tstamp) is not int:
+        return None
+    metadata = row.get("conv_metadata")
+    if type(metadata) is not dict or "sum_assistant_a_tokens" not in metadata:
+        # No style metadata: the reference parser accepts it for a raw fit, refuses it for
+        # a styled one (and then says so).
+        return None if style else (model_a, model_b, code, ())
+    side_counts = []
+    for tokens_key, count_fields in _SIDE_KEYS:
+        tokens = metadata.get(tokens_key)
+        if type(tokens) is not int or tokens < 0:
+            return None
+        side_counts.append(tokens)
+        for field, keys in count_fields:
+            total = _total(metadata.get(field), keys)
+            if total < 0:
+                return None
+            side_counts.append(total)
+    return model_a, model_b, code, tuple(side_counts)
+
+
+def _total(counts: Any, keys: tuple[str, ...]) -> int:
+    """The sum of `counts[key]` (absent: 0) over `keys`; -1 unless each is a plain whole
+    number ≥ 0 in a dict (the reference parser then decides)."""
+    if type(counts) is not dict:
+        return -1
+    total = 0
+    for key in keys:
+        value = counts.get(key, 0)
+        if type(value) is not int or value < 0:
+            return -1
+        total += value
+    return total
+
+
+def _reference_fields(line: str, number: int, style: bool) -> Fields:
+    record = parse_battle_line(line, number, require_style=style)
+    side_counts: tuple[int, ...] = ()
+    if style:
+        side_counts = (*_side_totals(record.style_a), *_side_totals(record.style_b))
+    return record.model_a, record.model_b, _WINNER_CODE[record.winner], side_counts
+
+
+def _side_totals(side: SideStyle | None) -> tuple[int, int, int, int]:
+    assert side is not None  # parsed with require_style=True
+    return (
+        side.tokens,
+        sum(side.headers.values()),
+        sum(side.lists.values()),
+        sum(side.bold.values()),
+    )
