@@ -55,6 +55,19 @@ def run_folder(runs_dir: Path | str, run_id: int) -> Path:
     return folder
 
 
+def run_folder_fresh(runs_dir: Path | str, run_id: int) -> Path:
+    """The folder of a run just created. Run ids restart with a new database (every `make
+    demo` starts from an empty one), so a folder already there holds another run's state and
+    status: it is moved aside, kept for the record, and never read as this run's."""
+    root = Path(runs_dir)
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    earlier = root / str(run_id)
+    if earlier.exists() or earlier.is_symlink():
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
+        os.replace(earlier, root / f"{run_id}.earlier-{stamp}")
+    return run_folder(root, run_id)
+
+
 def status_write(folder: Path, status: dict[str, Any]) -> None:
     temporary = folder / "status.json.tmp"
     temporary.write_text(json.dumps(status, indent=1, default=str) + "\n")

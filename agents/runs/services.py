@@ -26,7 +26,7 @@ from django.utils import timezone
 
 from agents.credit import scaffold_budget_set
 from agents.models import Agent
-from agents.runs.keeper import run_folder, status_read, status_write
+from agents.runs.keeper import run_folder, run_folder_fresh, status_read, status_write
 from agents.runs.limits import RunLimitValues, limits_for
 from agents.runs.models import AgentRun
 from agents.runs.processes import alive, start_time
@@ -114,6 +114,7 @@ def run_start(
             )
     except IntegrityError:
         raise RunRefused(f"agent {agent.name} already has a run that has not ended") from None
+    run_folder_fresh(settings.AGENTS_RUNS_DIR, run.pk)
     _attempt_start(run)
     run.refresh_from_db()
     return run

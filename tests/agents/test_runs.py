@@ -357,3 +357,30 @@ def test_runs_lists_the_runs_and_a_runs_output_is_cut_at_its_bound(provision, ca
     log = (runs_env / str(run.pk) / "attempt-1.log").read_bytes()
     assert log.startswith(b"x\nx\n") and len(log) < 65536 + 200
     assert log.endswith(b"output cut at 65536 bytes; 934464 more dropped]\n")
+
+
+def test_a_new_run_never_takes_the_folder_of_an_earlier_databases_run(provision, runs_env):
+    """Run ids start again with a new database (each `make demo` has a fresh one), and the
+    runs folder outlives it: a harness once resumed another run's ended conversation and did
+    nothing. A new run's folder is its own; what was there is kept aside."""
+    from django.db import connection
+
+    agent = provision("run_ned")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_get_serial_sequence('agent_runs_agentrun', 'id')")
+        (sequence,) = cursor.fetchone()
+        cursor.execute(f"SELECT last_value + CASE WHEN is_called THEN 1 ELSE 0 END FROM {sequence}")
+        (next_id,) = cursor.fetchone()
+    planted = runs_env / str(next_id)
+    planted.mkdir(parents=True)
+    (planted / "conversation.json").write_text('{"ended": "the model said it was done"}')
+    (planted / "status.json").write_text('{"attempt": 1, "state": "finished", "exit_code": 0}')
+
+    run = run_start(agent=agent, harness="command", command=["sh", "-c", "echo fresh"])
+    assert run.pk == next_id
+    _wait_for(lambda: _state(run) == "finished")
+    folder = runs_env / str(run.pk)
+    assert not (folder / "conversation.json").exists()
+    assert _log(runs_env, run).strip() == "fresh"
+    (earlier,) = runs_env.glob(f"{run.pk}.earlier-*")
+    assert json.loads((earlier / "conversation.json").read_text())["ended"]
