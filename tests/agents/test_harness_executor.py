@@ -132,6 +132,19 @@ def test_a_timeout_kills_every_process_the_command_started_even_after_setsid(too
     assert agent_processes() == []
 
 
+def test_a_command_that_closes_its_output_and_never_exits_still_times_out(tools):
+    """The end of the output is not the end of the command: one that closes it and sleeps on
+    must not hold the harness past its timeout."""
+    started = time.monotonic()
+    result = tools.shell("exec >/dev/null 2>&1; sleep 1000", timeout_s=2)
+    assert time.monotonic() - started < 10
+    assert result.exit_code is None and "killed after 2 s" in result.output
+    deadline = time.monotonic() + 5
+    while agent_processes() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert agent_processes() == []
+
+
 def test_the_working_directory_persists_and_cannot_leave_the_sandbox_silently(tools, home):
     tools.shell("mkdir -p work/deeper && cd work/deeper")
     assert tools.shell("pwd").output.strip() == f"{home}/work/deeper"
