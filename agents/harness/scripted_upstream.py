@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import socket
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -33,6 +32,8 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+
+from agents.harness.threaded_server import ThreadedServer, free_port
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -124,8 +125,7 @@ class ScriptedUpstream:
         self.host = host
         self.port = port
         self.requests = 0
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
+        self._running: ThreadedServer | None = None
 
     @property
     def base_url(self) -> str:
@@ -140,31 +140,20 @@ class ScriptedUpstream:
             ]
         )
 
-    def _config(self) -> uvicorn.Config:
-        if not self.port:
-            with socket.socket() as probe:
-                probe.bind((self.host, 0))
-                self.port = probe.getsockname()[1]
-        return uvicorn.Config(self.app(), host=self.host, port=self.port, log_level="warning")
-
     def start(self) -> None:
-        self._server = uvicorn.Server(self._config())
-        self._thread = threading.Thread(target=self._server.run, daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started:
-            if time.monotonic() > deadline:
-                raise RuntimeError("the scripted upstream did not start")
-            time.sleep(0.02)
+        self.port = self.port or free_port(self.host)
+        self._running = ThreadedServer(
+            self.app(), host=self.host, port=self.port, what="the scripted upstream"
+        )
+        self._running.start()
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+        if self._running is not None:
+            self._running.stop()
 
     def serve_forever(self) -> None:
-        uvicorn.Server(self._config()).run()
+        self.port = self.port or free_port(self.host)
+        uvicorn.run(self.app(), host=self.host, port=self.port, log_level="warning")
 
     async def _health(self, request: Request) -> JSONResponse:
         return JSONResponse({"status": "ok"})

@@ -23,18 +23,18 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import socket
 import threading
 import time
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
+
+from agents.harness.threaded_server import ThreadedServer, free_port
 
 DEFAULT_COMPLETION_TOKENS = 16_000
 SLOW_S = 1.5
@@ -91,34 +91,23 @@ class BillingLLM:
     bills: list[Bill] = field(default_factory=list)
     chunk_delay_s: float = 0.01  # between stream chunks, so a client can hang up mid-stream
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    _server: uvicorn.Server | None = None
-    _thread: threading.Thread | None = None
+    _running: ThreadedServer | None = None
 
     @property
     def base_url(self) -> str:
         return f"http://{self.host}:{self.port}/v1"
 
     def start(self) -> None:
-        if not self.port:
-            with socket.socket() as probe:
-                probe.bind((self.host, 0))
-                self.port = probe.getsockname()[1]
+        self.port = self.port or free_port(self.host)
         app = Starlette(routes=[Route("/v1/chat/completions", self._chat, methods=["POST"])])
-        config = uvicorn.Config(app, host=self.host, port=self.port, log_level="warning")
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started:
-            if time.monotonic() > deadline:
-                raise RuntimeError("billing LLM server did not start")
-            time.sleep(0.02)
+        self._running = ThreadedServer(
+            app, host=self.host, port=self.port, what="billing LLM server"
+        )
+        self._running.start()
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+        if self._running is not None:
+            self._running.stop()
 
     def reset(self) -> None:
         with self._lock:

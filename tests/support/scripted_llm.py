@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
-import threading
 import time
 from dataclasses import dataclass, field
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
+
+from agents.harness.threaded_server import ThreadedServer, free_port
 
 
 @dataclass
@@ -60,18 +59,14 @@ class ScriptedLLM:
     scripts: dict[str, Script] = field(default_factory=dict)
     host: str = "127.0.0.1"
     port: int = 0
-    _server: uvicorn.Server | None = None
-    _thread: threading.Thread | None = None
+    _running: ThreadedServer | None = None
 
     @property
     def base_url(self) -> str:
         return f"http://{self.host}:{self.port}/v1"
 
     def start(self) -> None:
-        if not self.port:
-            with socket.socket() as probe:
-                probe.bind((self.host, 0))
-                self.port = probe.getsockname()[1]
+        self.port = self.port or free_port(self.host)
         app = Starlette(
             routes=[
                 Route("/health", self._health),
@@ -79,21 +74,14 @@ class ScriptedLLM:
                 Route("/v1/chat/completions", self._chat, methods=["POST"]),
             ]
         )
-        config = uvicorn.Config(app, host=self.host, port=self.port, log_level="warning")
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started:
-            if time.monotonic() > deadline:
-                raise RuntimeError("scripted LLM server did not start")
-            time.sleep(0.02)
+        self._running = ThreadedServer(
+            app, host=self.host, port=self.port, what="scripted LLM server"
+        )
+        self._running.start()
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+        if self._running is not None:
+            self._running.stop()
 
     async def _health(self, request: Request) -> JSONResponse:
         return JSONResponse({"status": "ok"})
