@@ -64,15 +64,7 @@ class Battles:
             outcome = np.array([OUTCOME[w] for w in winner], dtype=np.float64)
         except KeyError as exc:
             raise BattleDataError(f"unknown winner {exc.args[0]!r}") from None
-        style = None
-        if style_a is not None or style_b is not None:
-            if style_a is None or style_b is None:
-                raise BattleDataError("style needs both sides")
-            xa = np.asarray(style_a, dtype=np.float64)
-            xb = np.asarray(style_b, dtype=np.float64)
-            if xa.shape != (len(winner), len(STYLE_FEATURES)) or xb.shape != xa.shape:
-                raise BattleDataError(f"style arrays must have shape (n, {len(STYLE_FEATURES)})")
-            style = style_difference(xa, xb)
+        style = _style_of(style_a, style_b, len(winner))
         return cls(models, a, b, outcome, style, np.ones(len(winner)))
 
     @classmethod
@@ -103,15 +95,7 @@ class Battles:
         if np.any(a_models == b_models):
             row = int(np.flatnonzero(a_models == b_models)[0])
             raise BattleDataError(f"battle {row + 1} is {models[a_models[row]]!r} against itself")
-        style = None
-        if style_a is not None or style_b is not None:
-            if style_a is None or style_b is None:
-                raise BattleDataError("style needs both sides")
-            xa = np.asarray(style_a, dtype=np.float64)
-            xb = np.asarray(style_b, dtype=np.float64)
-            if xa.shape != (len(outcome), len(STYLE_FEATURES)) or xb.shape != xa.shape:
-                raise BattleDataError(f"style arrays must have shape (n, {len(STYLE_FEATURES)})")
-            style = style_difference(xa, xb)
+        style = _style_of(style_a, style_b, len(outcome))
         weight = np.ones(len(outcome))
         return cls(models, a_models, b_models, np.asarray(outcome, np.float64), style, weight)
 
@@ -127,3 +111,16 @@ class Battles:
 def style_difference(xa: NDArray[np.float64], xb: NDArray[np.float64]) -> NDArray[np.float64]:
     """(a - b) / (a + b + 1) per feature: bounded in (-1, 1), symmetric, 0 when equal."""
     return (xa - xb) / (xa + xb + 1.0)
+
+
+def _style_of(style_a: object, style_b: object, n: int) -> NDArray[np.float64] | None:
+    """The style covariates of `n` battles from both sides' feature counts, or None."""
+    if style_a is None and style_b is None:
+        return None
+    if style_a is None or style_b is None:
+        raise BattleDataError("style needs both sides")
+    xa = np.asarray(style_a, dtype=np.float64)
+    xb = np.asarray(style_b, dtype=np.float64)
+    if xa.shape != (n, len(STYLE_FEATURES)) or xb.shape != xa.shape:
+        raise BattleDataError(f"style arrays must have shape (n, {len(STYLE_FEATURES)})")
+    return style_difference(xa, xb)
