@@ -241,7 +241,7 @@ def _running_gpus_from_jobs() -> dict[tuple[str, str], int]:
 
 
 @dataclass(frozen=True)
-class JobLine:
+class RecentJob:
     agent: str
     scheduler_id: str
     backend: str
@@ -256,14 +256,14 @@ class JobLine:
     ended_at: dt.datetime | None
 
 
-def jobs_recent(*, agent: str | None = None, limit: int = RECENT_JOBS) -> list[JobLine]:
+def jobs_recent(*, agent: str | None = None, limit: int = RECENT_JOBS) -> list[RecentJob]:
     owners = dict(Agent.objects.values_list("cluster_account", "name"))
     jobs = Job.objects.select_related("account").order_by("-submitted_at")
     if agent:
         account = Agent.objects.filter(name=agent).values_list("cluster_account", flat=True)
         jobs = jobs.filter(account__name__in=account)
     return [
-        JobLine(
+        RecentJob(
             agent=owners.get(job.account.name, job.account.name),
             scheduler_id=job.scheduler_id,
             backend=job.backend,
@@ -433,7 +433,7 @@ class Dashboard:
     next_up: PhaseLine | None
     budgets: list[AgentBudgetLine]
     cluster: ClusterNow
-    jobs: list[JobLine]
+    jobs: list[RecentJob]
     jobs_agent: str  # the agent the job list is filtered to, "" for all
     nominations: list[NominationLine]
     leaderboards: list[PhaseLeaderboard]

@@ -35,7 +35,7 @@ from evalsuite.report_text import CORRELATION_COLUMNS, correlation_note, correla
 
 
 @dataclass(frozen=True)
-class JobLine:
+class JobOfDay:
     scheduler_id: str
     name: str
     state: str
@@ -86,7 +86,7 @@ class AgentDay:
     active: bool
     day: dt.date
     period: str
-    jobs: list[JobLine]
+    jobs: list[JobOfDay]
     gpu_hours_day: float
     gpu_hours_used: float  # in the period, by the end of the day
     gpu_hours_limit: float
@@ -132,7 +132,7 @@ def day_bounds(day: dt.date) -> tuple[dt.datetime, dt.datetime]:
 def agent_day(agent: Agent, day: dt.date) -> AgentDay:
     start, end = day_bounds(day)
     account = ClusterAccount.objects.filter(name=agent.cluster_account).first()
-    jobs: list[JobLine] = []
+    jobs: list[JobOfDay] = []
     used_seconds = 0
     if account is not None:
         jobs = _jobs_of_day(account, start, end)
@@ -226,7 +226,7 @@ def _lock_in_of_day(agent: Agent, start: dt.datetime, end: dt.datetime) -> Phase
     )
 
 
-def _jobs_of_day(account: ClusterAccount, start: dt.datetime, end: dt.datetime) -> list[JobLine]:
+def _jobs_of_day(account: ClusterAccount, start: dt.datetime, end: dt.datetime) -> list[JobOfDay]:
     """Jobs submitted that day, or whose runs overlap it, or that were running through it."""
     segments = JobSegment.objects.filter(
         job__account=account, started_at__lt=end, ended_at__gt=start
@@ -253,7 +253,7 @@ def _jobs_of_day(account: ClusterAccount, start: dt.datetime, end: dt.datetime) 
             + min(1.0, max(0.0, share)) * segment.gpu_seconds
         )
     return [
-        JobLine(
+        JobOfDay(
             scheduler_id=job.scheduler_id,
             name=job.name,
             state=job.state,
