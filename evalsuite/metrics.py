@@ -148,10 +148,9 @@ def domain_vector(scores: Mapping[str, Score], domains: Mapping[str, str]) -> di
     vector = {}
     for domain, members in sorted(by_domain.items()):
         ses = [m.known_stderr for m in members]
+        known = [se for se in ses if se is not None]
         stderr = (
-            None
-            if any(se is None for se in ses)
-            else math.sqrt(sum(se * se for se in ses)) / len(ses)  # type: ignore[operator]
+            math.sqrt(sum(se * se for se in known)) / len(ses) if len(known) == len(ses) else None
         )
         vector[domain] = Score(
             sum(m.value for m in members) / len(members), stderr, sum(m.n for m in members)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Sequence
+from typing import Any
 from xml.sax.saxutils import escape
 
 FONT = "system-ui, sans-serif"
@@ -122,7 +123,7 @@ def _empty_svg(title: str) -> str:
 def _nice_step(span: float, intervals: int = 4) -> float:
     """Smallest 1/2/2.5/5 x 10^k step giving at most `intervals` gaps over `span`."""
     raw = span / intervals
-    magnitude = 10 ** math.floor(math.log10(raw))
+    magnitude = 10.0 ** math.floor(math.log10(raw))
     for multiple in (1, 2, 2.5, 5, 10):
         if raw <= multiple * magnitude:
             return multiple * magnitude
@@ -159,7 +160,7 @@ def _scale(lo: float, hi: float, left: float, right: float) -> Callable[[float],
     return to_x
 
 
-def _interval_row(index: int, row: dict, to_x: Callable[[float], float]) -> str:
+def _interval_row(index: int, row: dict[str, Any], to_x: Callable[[float], float]) -> str:
     name = str(row["model"])
     score, ci_low, ci_high = float(row["score"]), float(row["ci_low"]), float(row["ci_high"])
     # Tolerate a reversed interval rather than drawing nothing.
@@ -216,7 +217,7 @@ def _interval_axis(
     return "".join(parts)
 
 
-def interval_plot_svg(scores: list[dict], *, title: str) -> str:
+def interval_plot_svg(scores: list[dict[str, Any]], *, title: str) -> str:
     """Forest plot of ratings: one row per model (best first), its 95% interval and point score.
 
     Each dict holds `model`, `score`, `ci_low`, `ci_high`, `rank` and `n_battles`.

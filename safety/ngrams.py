@@ -267,7 +267,8 @@ class _GramSet:
         candidates = np.flatnonzero(allowed & self.filter[hashes >> self.shift])
         place = np.searchsorted(self.keys, hashes[candidates])
         place[place >= len(self.keys)] = 0
-        return candidates[self.keys[place] == hashes[candidates]]
+        found: np.ndarray = candidates[self.keys[place] == hashes[candidates]]
+        return found
 
 
 def _grams_of_lengths(ids: np.ndarray, lengths: Iterable[int]) -> Iterable[tuple[int, np.ndarray]]:
@@ -294,7 +295,8 @@ def _mix(values: np.ndarray) -> np.ndarray:
     with np.errstate(over="ignore"):
         values = (values ^ (values >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
         values = (values ^ (values >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        return values ^ (values >> np.uint64(31))
+        mixed: np.ndarray = values ^ (values >> np.uint64(31))
+        return mixed
 
 
 _INVERSE = np.uint64(pow(int(_PRIME), -1, 1 << 64))

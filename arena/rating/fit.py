@@ -361,7 +361,8 @@ def _names(models: list[str], members: NDArray[np.intp], limit: int = 5) -> str:
 
 
 def _scores(r: Array) -> Array:
-    return BASE_SCORE + SCALE * (r - r.mean())
+    scores: Array = BASE_SCORE + SCALE * (r - r.mean())
+    return scores
 
 
 def _battles_per_model(battles: Battles) -> NDArray[np.float64]:

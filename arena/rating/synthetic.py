@@ -21,7 +21,8 @@ class SyntheticTruth:
 
     @property
     def scores(self) -> Array:
-        return 1000.0 + 400.0 * (self.ratings - self.ratings.mean())
+        scores: Array = 1000.0 + 400.0 * (self.ratings - self.ratings.mean())
+        return scores
 
 
 def synthetic_battles(

@@ -38,18 +38,22 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 RESERVED_ENV = frozenset({"MASTER_ADDR", "MASTER_PORT", "LAUNCH_PYTHON", "DS_CONFIG"})
 
 
+_PLACEHOLDER = r"""
+\{\{(?:
+    (?P<escaped>(?!x)x) |
+    \s*(?P<named>[a-z_][a-z0-9_]*)\s*\}\} |
+    (?P<braced>(?!x)x) |
+    (?P<invalid>)
+)
+"""
+
+
 class _Template(string.Template):
     """`{{ name }}` placeholders: `$` belongs to the shell in these files."""
 
     delimiter = "{{"
-    pattern = r"""
-    \{\{(?:
-        (?P<escaped>(?!x)x) |
-        \s*(?P<named>[a-z_][a-z0-9_]*)\s*\}\} |
-        (?P<braced>(?!x)x) |
-        (?P<invalid>)
-    )
-    """
+    # string.Template compiles this string into the class's Pattern when the class is made.
+    pattern = _PLACEHOLDER  # type: ignore[assignment]
 
 
 def zero_config(stage: int) -> dict[str, Any]:
