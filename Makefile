@@ -9,7 +9,7 @@ TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/arena
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/1
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-fast venv services lint typecheck clean
+.PHONY: demo test test-fast venv services lint typecheck layers clean
 
 # torch first, from the CPU wheel on disk: a looser pin would pull a multi-GB CUDA build.
 $(STAMP): pyproject.toml constraints.txt
@@ -40,6 +40,10 @@ lint: venv
 # mypy, strict on the pure modules listed in pyproject.toml ([tool.mypy]).
 typecheck: venv
 	$(BIN)/mypy
+
+# The import contracts in .importlinter (DESIGN.md section 3's dependency direction).
+layers: venv
+	$(BIN)/lint-imports
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .ruff_cache

@@ -26,6 +26,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from cluster.training.schedule import warmup_cosine
 from cluster.training.sft_fsdp2 import (
     Dist,
     arg_parser,
@@ -39,7 +40,6 @@ from cluster.training.sft_fsdp2 import (
     save,
     tied_duplicates,
 )
-from infra.tiny_models.training import warmup_cosine
 
 NOT_INSTALLED = (
     "sft_deepspeed: DeepSpeed is not installed in this Python environment ({python}); "

@@ -36,7 +36,7 @@ from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-from infra.tiny_models.training import warmup_cosine
+from cluster.training.schedule import warmup_cosine
 
 IGNORE = -100
 END_OF_TURN = "<|im_end|>"

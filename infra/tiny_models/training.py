@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import random
 import time
 from collections.abc import Callable, Iterator
@@ -11,6 +10,8 @@ from dataclasses import dataclass
 
 import torch
 from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+from cluster.training.schedule import warmup_cosine
 
 from .config import KitConfig
 from .tokenizer import ENDOFTEXT
@@ -75,18 +76,6 @@ def new_model(cfg: KitConfig, tokenizer: PreTrainedTokenizerFast) -> LlamaForCau
         bos_token_id=bos, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id
     )
     return model
-
-
-def warmup_cosine(warmup: int, total: int) -> Callable[[int], float]:
-    """Linear warmup, then cosine decay to 10 %."""
-
-    def f(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / warmup
-        progress = (step - warmup) / max(1, total - warmup)
-        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress))
-
-    return f
 
 
 def _train(
