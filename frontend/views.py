@@ -90,7 +90,14 @@ def follow_up(request: HttpRequest, battle_id: str) -> JsonResponse:
     body = _json_body(request)
     if isinstance(body, JsonResponse):
         return body
-    voter_key = voter_key_or_none(request.session)
+    if kiosk_of_request(request) is not None:
+        # As when a battle starts: a kiosk voter idle too long has walked away, and the next
+        # person at the screen is a new voter, to whom the old battle does not belong.
+        voter_key = kiosk_voter(
+            request.session, now=time.time(), idle_seconds=settings.ARENA_KIOSK_IDLE_SECONDS
+        )
+    else:
+        voter_key = voter_key_or_none(request.session)
     if voter_key is None:
         return _error("Your session has expired; please start a new battle.", "no_session", 403)
     prompt = body.get("prompt")
