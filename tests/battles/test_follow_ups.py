@@ -1,5 +1,6 @@
 """Multi-turn battles: the voter continues the conversation with both models before voting."""
 
+import pyarrow.parquet as pq
 import pytest
 
 from arena.battles.export import battle_export_rows, read_battle_export, write_battle_export
@@ -16,6 +17,7 @@ from arena.battles.services import (
 )
 from arena.battles.style import style_features
 from arena.leaderboard.inputs import battles_from_file
+from arena.phases.release_battles import PARQUET_PATH, battles_write
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -255,3 +257,15 @@ def test_the_export_carries_the_whole_conversations_and_reads_back_into_the_fit(
     tokens_b = style_features(FIRST_B).tokens + style_features(SECOND_B).tokens
     length = (tokens_a - tokens_b) / (tokens_a + tokens_b + 1)
     assert any(abs(x - length) < 1e-9 for x in battles.style[:, 0].tolist())
+
+
+def test_a_multi_turn_battle_is_released_with_its_turns_and_whole_conversations(tmp_path):
+    battle = conversation_of_two_turns()
+    vote_record(battle_id=battle.pk, choice="a", voter_key=VOTER, ip_hash="ip-1")
+
+    count, models = battles_write(rows=battle_export_rows(), folder=tmp_path)
+
+    assert (count, models) == (1, ["left", "right"])
+    row = pq.read_table(tmp_path / PARQUET_PATH).to_pylist()[0]
+    assert row["turn"] == 2
+    assert [m["role"] for m in row["conversation_b"]] == ["user", "assistant"] * 2
