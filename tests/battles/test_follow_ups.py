@@ -1,7 +1,10 @@
 """Multi-turn battles: the voter continues the conversation with both models before voting."""
 
+import threading
+
 import pyarrow.parquet as pq
 import pytest
+from django.db import connection
 
 from arena.battles.export import battle_export_rows, read_battle_export, write_battle_export
 from arena.battles.models import Answer, Battle, FollowUp, FollowUpAnswer
@@ -269,3 +272,46 @@ def test_a_multi_turn_battle_is_released_with_its_turns_and_whole_conversations(
     row = pq.read_table(tmp_path / PARQUET_PATH).to_pylist()[0]
     assert row["turn"] == 2
     assert [m["role"] for m in row["conversation_b"]] == ["user", "assistant"] * 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_vote_and_a_follow_up_sent_at_once_never_both_succeed(settings):
+    """Both lock the battle's row: either the vote wins (the follow-up finds it) or the
+    follow-up does (the vote finds the battle waiting for answers); never a vote on answers
+    the voter is still asking about."""
+    settings.ARENA_BATTLES_PER_MINUTE = 1000
+    battles = [answered(started(f"prompt {i}"), "1", "2") for i in range(12)]
+
+    def race(battle: Battle) -> tuple[bool, bool]:
+        barrier = threading.Barrier(2)
+        outcome = {}
+
+        def attempt(name, call):
+            barrier.wait()
+            try:
+                call()
+                outcome[name] = True
+            except BattleRefused:
+                outcome[name] = False
+            finally:
+                connection.close()
+
+        vote = threading.Thread(
+            target=attempt,
+            args=("vote", lambda: vote_record(
+                battle_id=battle.pk, choice="a", voter_key=VOTER, ip_hash="ip-1"
+            )),
+        )  # fmt: skip
+        more = threading.Thread(
+            target=attempt, args=("follow_up", lambda: follow_up(battle, "and?"))
+        )
+        vote.start(), more.start()
+        vote.join(), more.join()
+        return outcome["vote"], outcome["follow_up"]
+
+    outcomes = [race(battle) for battle in battles]
+
+    assert all(voted != followed for voted, followed in outcomes), outcomes
+    for battle, (voted, _) in zip(battles, outcomes, strict=True):
+        battle.refresh_from_db()
+        assert battle.turns == (1 if voted else 2)
