@@ -168,6 +168,10 @@ ARENA_STREAM_CHARS_PER_SECOND = env_float("ARENA_STREAM_CHARS_PER_SECOND", 300.0
 # New battles per voter (session) and per salted IP hash, over a sliding minute.
 ARENA_BATTLES_PER_MINUTE = env_int("ARENA_BATTLES_PER_MINUTE", 10, minimum=1)
 ARENA_BATTLES_PER_MINUTE_PER_IP = env_int("ARENA_BATTLES_PER_MINUTE_PER_IP", 60, minimum=1)
+# The voter's prompts in one battle before the vote: the first and up to MAX_TURNS - 1
+# follow-ups, each answered by both models with their own history (1: one-turn battles only).
+# A follow-up counts against the per-minute limits above as a new battle does.
+ARENA_MAX_TURNS = env_int("ARENA_MAX_TURNS", 3, minimum=1)
 # Kiosk mode (/kiosk, frontend/README.md): battles a minute per registered booth device, which
 # many voters share, instead of the per-session and per-network limits above; how long a
 # voter may stay idle, and how long the reveal stays up, before the kiosk starts a new voter.

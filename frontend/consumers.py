@@ -31,7 +31,7 @@ from arena.battles.generation import (
 )
 from arena.battles.models import Battle
 from arena.battles.pacing import PacedRelease
-from arena.battles.selectors import battle_for_voter
+from arena.battles.selectors import battle_for_voter, battle_turns
 from arena.battles.services import SideResult
 from arena.competition.selectors import arena_settings_current
 from arena.leaderboard.live import screen_closed, screen_opened
@@ -60,6 +60,8 @@ class BattleConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=4404)
             return
         await self.accept()
+        # The prompt being answered: frames about a follow-up (turn 2, 3, …) say which turn.
+        self.turn: int = battle.turns
         # What this socket has shown so far, so a failure can close the sides still writing.
         self.shown: dict[str, list[str]] = {side: [] for side in ("a", "b")}
         self.sides_done: set[str] = set()
@@ -107,18 +109,20 @@ class BattleConsumer(AsyncJsonWebsocketConsumer):
             )
             await self.close()
             return
-        for side, result in await database_sync_to_async(_stored_results)(battle):
-            await self._forward(SideFinished(side, result))
+        for turn, results in await database_sync_to_async(_stored_turns)(battle):
+            self.turn = turn
+            for side, result in results:
+                await self._forward(SideFinished(side, result))
         await self._send_battle_done(votable=battle.state == Battle.State.COMPLETE)
 
     async def _forward(self, event: GenerationEvent) -> None:
         if isinstance(event, SideDelta):
             self.shown[event.side].append(event.text)
-            await self.send_json({"type": "delta", "side": event.side, "text": event.text})
+            await self._send_turn_frame({"type": "delta", "side": event.side, "text": event.text})
             return
         self.sides_done.add(event.side)
         result = event.result
-        await self.send_json(
+        await self._send_turn_frame(
             {
                 "type": "side_done",
                 "side": event.side,
@@ -127,9 +131,15 @@ class BattleConsumer(AsyncJsonWebsocketConsumer):
             }
         )
 
+    async def _send_turn_frame(self, frame: dict[str, Any]) -> None:
+        # A first turn's frames are as they always were; a follow-up's name their turn.
+        if self.turn > 1:
+            frame["turn"] = self.turn
+        await self.send_json(frame)
+
     async def _send_generation_failed(self) -> None:
         for side in sorted(set(self.shown) - self.sides_done):
-            await self.send_json(
+            await self._send_turn_frame(
                 {
                     "type": "side_done",
                     "side": side,
@@ -159,26 +169,31 @@ def _battle_of_session(session: Any, battle_id: str) -> Battle | None:
     return battle_for_voter(battle_id=battle_id, voter_key=voter_key) if voter_key else None
 
 
-def _stored_results(battle: Battle) -> list[tuple[str, SideResult]]:
-    # A battle interrupted mid-answer failed without storing its answers: say so on replay
-    # rather than show two empty "Done." sides.
+def _stored_turns(battle: Battle) -> list[tuple[int, list[tuple[str, SideResult]]]]:
+    """Every turn's stored answers, for a replay. A battle interrupted mid-answer failed
+    without storing that turn's answers: say so rather than show two empty "Done." sides."""
     interrupted = battle.state == Battle.State.FAILED
-    return [
-        (
-            answer.side,
-            SideResult(
-                text=answer.text,
-                finish_reason=answer.finish_reason,
-                error=answer.error
-                or (
-                    "the answer was interrupted" if interrupted and not answer.finish_reason else ""
-                ),
-                first_token_s=None,
-                total_s=0.0,
-            ),
-        )
-        for answer in battle.answers.order_by("side")
-    ]
+    replay = []
+    for turn in battle_turns(battle, list(battle.answers.order_by("side"))):
+        results = []
+        for side in ("a", "b"):
+            answer = turn.answers.get(side)
+            unfinished = answer is None or not answer.finish_reason
+            results.append(
+                (
+                    side,
+                    SideResult(
+                        text=answer.text if answer is not None else "",
+                        finish_reason=answer.finish_reason if answer is not None else "",
+                        error=(answer.error if answer is not None else "")
+                        or ("the answer was interrupted" if interrupted and unfinished else ""),
+                        first_token_s=None,
+                        total_s=0.0,
+                    ),
+                )
+            )
+        replay.append((turn.number, results))
+    return replay
 
 
 class LeaderboardConsumer(AsyncJsonWebsocketConsumer):

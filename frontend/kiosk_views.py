@@ -19,6 +19,7 @@ from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from arena.battles.kiosks import kiosk_enrol
+from arena.competition.selectors import arena_settings_current
 from frontend.views import VOTE_LABELS
 from frontend.voters import KIOSK_COOKIE, SESSION_KIOSK_SEEN, kiosk_of_request, voter_renew
 
@@ -43,6 +44,7 @@ def kiosk_page(request: HttpRequest) -> HttpResponse:
         {
             "kiosk": kiosk,
             "prompt_max_chars": settings.ARENA_PROMPT_MAX_CHARS,
+            "max_turns": arena_settings_current().max_turns,
             "vote_labels": VOTE_LABELS,
             "idle_ms": round(settings.ARENA_KIOSK_IDLE_SECONDS * 1000),
             "reveal_ms": round(settings.ARENA_KIOSK_REVEAL_SECONDS * 1000),

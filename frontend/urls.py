@@ -13,6 +13,7 @@ urlpatterns = [
     path("", views.arena_page, name="arena"),
     path("api/prompts/suggest", views.suggest_prompt, name="suggest-prompt"),
     path("api/battles", views.start_battle, name="start-battle"),
+    path("api/battles/<str:battle_id>/turns", views.follow_up, name="follow-up"),
     path("api/battles/<str:battle_id>/vote", views.vote, name="vote"),
     path("kiosk", kiosk_views.kiosk_page, name="kiosk"),
     path("kiosk/next-voter", kiosk_views.kiosk_next_voter, name="kiosk-next-voter"),

@@ -16,7 +16,8 @@ from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_GET, require_POST
 
 from arena.battles.selectors import prompt_suggest
-from arena.battles.services import BattleRefused, battle_create, vote_record
+from arena.battles.services import BattleRefused, battle_create, follow_up_create, vote_record
+from arena.competition.selectors import arena_settings_current
 from frontend.voters import (
     SESSION_KIOSK_SEEN,
     ensure_voter,
@@ -42,7 +43,11 @@ def arena_page(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "frontend/arena.html",
-        {"prompt_max_chars": settings.ARENA_PROMPT_MAX_CHARS, "vote_labels": VOTE_LABELS},
+        {
+            "prompt_max_chars": settings.ARENA_PROMPT_MAX_CHARS,
+            "max_turns": arena_settings_current().max_turns,
+            "vote_labels": VOTE_LABELS,
+        },
     )
 
 
@@ -76,6 +81,41 @@ def start_battle(request: HttpRequest) -> JsonResponse:
     except BattleRefused as refused:
         return _error(refused.message, refused.code, refused.status)
     return JsonResponse({"battle": battle.pk, "socket": f"/ws/battles/{battle.pk}/"}, status=201)
+
+
+@require_POST
+def follow_up(request: HttpRequest, battle_id: str) -> JsonResponse:
+    """The voter's next prompt to both models, before the vote; its answers stream on the
+    battle's socket as the first ones did."""
+    body = _json_body(request)
+    if isinstance(body, JsonResponse):
+        return body
+    if kiosk_of_request(request) is not None:
+        # As when a battle starts: a kiosk voter idle too long has walked away, and the next
+        # person at the screen is a new voter, to whom the old battle does not belong.
+        voter_key = kiosk_voter(
+            request.session, now=time.time(), idle_seconds=settings.ARENA_KIOSK_IDLE_SECONDS
+        )
+    else:
+        voter_key = voter_key_or_none(request.session)
+    if voter_key is None:
+        return _error("Your session has expired; please start a new battle.", "no_session", 403)
+    prompt = body.get("prompt")
+    if not isinstance(prompt, str):
+        return _error("Please type a prompt first.", "empty_prompt", 400)
+    try:
+        created = follow_up_create(
+            battle_id=battle_id,
+            prompt=prompt,
+            voter_key=voter_key,
+            ip_hash=ip_hash(request.META.get("REMOTE_ADDR")),
+        )
+    except BattleRefused as refused:
+        return _error(refused.message, refused.code, refused.status)
+    return JsonResponse(
+        {"battle": battle_id, "turn": created.turn, "socket": f"/ws/battles/{battle_id}/"},
+        status=201,
+    )
 
 
 @require_POST

@@ -8,6 +8,8 @@ from arena.battles.kiosks import kiosk_revoke
 from arena.battles.models import (
     Answer,
     Battle,
+    FollowUp,
+    FollowUpAnswer,
     KioskDevice,
     SuggestedPrompt,
     TargetedRound,
@@ -37,6 +39,19 @@ class AnswerInline(admin.TabularInline):
         return False
 
 
+class FollowUpInline(admin.TabularInline):
+    """The voter's follow-ups (turn 2, 3, …); their answers are under Follow-up answers."""
+
+    model = FollowUp
+    extra = 0
+    fields = ["turn", "prompt", "created_at"]
+    readonly_fields = fields
+    can_delete = False
+
+    def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+
 class VoteInline(admin.StackedInline):
     model = Vote
     fields = ["choice", "counted", "seconds_after_answers", "created_at"]
@@ -49,11 +64,19 @@ class VoteInline(admin.StackedInline):
 
 @admin.register(Battle)
 class BattleAdmin(RecordAdmin):
-    list_display = ["id", "state", "phase", "targeted_round", "void_reason", "created_at"]
-    list_filter = ["state", "phase", ("void_reason", admin.EmptyFieldListFilter)]
+    list_display = [
+        "id",
+        "state",
+        "turns",
+        "phase",
+        "targeted_round",
+        "void_reason",
+        "created_at",
+    ]
+    list_filter = ["state", "phase", "turns", ("void_reason", admin.EmptyFieldListFilter)]
     search_fields = ["id", "prompt"]
     date_hierarchy = "created_at"
-    inlines = [AnswerInline, VoteInline]
+    inlines = [AnswerInline, FollowUpInline, VoteInline]
 
 
 @admin.register(Answer)
@@ -61,6 +84,19 @@ class AnswerAdmin(RecordAdmin):
     list_display = ["battle", "side", "contestant", "finish_reason", "tokens", "total_ms", "error"]
     list_filter = ["finish_reason", "contestant"]
     search_fields = ["battle__id", "text"]
+
+
+@admin.register(FollowUp)
+class FollowUpAdmin(RecordAdmin):
+    list_display = ["battle", "turn", "created_at"]
+    search_fields = ["battle__id", "prompt"]
+
+
+@admin.register(FollowUpAnswer)
+class FollowUpAnswerAdmin(RecordAdmin):
+    list_display = ["follow_up", "side", "finish_reason", "tokens", "total_ms", "error"]
+    list_filter = ["finish_reason"]
+    search_fields = ["follow_up__battle__id", "text"]
 
 
 @admin.register(Vote)

@@ -14,10 +14,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from arena.battles.style import STYLE_VERSION, StyleFeatures, count_tokens, style_features
+from arena.battles.style import (
+    STYLE_VERSION,
+    StyleFeatures,
+    count_tokens,
+    style_features,
+    style_sum,
+)
 
 if TYPE_CHECKING:  # the reader needs no Django
     from arena.battles.models import Answer
+    from arena.battles.selectors import TurnRecord
 
 WINNERS = ("model_a", "model_b", "tie", "tie (bothbad)")
 CHOICE_TO_WINNER = {"a": "model_a", "b": "model_b", "tie": "tie", "bothbad": "tie (bothbad)"}
@@ -60,21 +67,23 @@ def battle_export_rows(
     """The votes in the fit (counted, no excluded voter), oldest first; voters appear as salted
     hashes. Optionally only one phase's battles, and only battles in which one of
     `contestant_ids` answered."""
-    from arena.battles.selectors import votes_in_fit
+    from arena.battles.selectors import battle_turns, votes_in_fit
 
     votes = votes_in_fit(phase=phase)
     if contestant_ids is not None:
         votes = votes.filter(battle__answers__contestant_id__in=list(contestant_ids)).distinct()
     votes = (
         votes.select_related("battle")
-        .prefetch_related("battle__answers__contestant")
+        .prefetch_related("battle__answers__contestant", "battle__follow_ups__answers")
         .order_by("created_at", "battle_id")
     )
     for vote in votes.iterator(chunk_size=2000):
         battle = vote.battle
-        sides = {answer.side: answer for answer in battle.answers.all()}
+        answers = list(battle.answers.all())
+        sides = {answer.side: answer for answer in answers}
         a, b = sides["a"], sides["b"]
-        style_a, style_b = _answer_style(a), _answer_style(b)
+        turns = battle_turns(battle, answers)
+        style_a, style_b = _answer_style(a, turns), _answer_style(b, turns)
         yield {
             "battle_id": battle.pk,
             "model_a": a.contestant.display_name,
@@ -85,8 +94,11 @@ def battle_export_rows(
             "phase": battle.phase,
             "targeted_round": battle.targeted_round_id,
             "language": "",
+            # The voter's prompts (Chatbot Arena's `turn`): 1, or more with follow-ups.
+            "turn": battle.turns,
             "conv_metadata": {
-                "sum_user_tokens": count_tokens(battle.prompt),
+                # Sums over the whole conversation, every turn, as Chatbot Arena's are.
+                "sum_user_tokens": sum(count_tokens(turn.prompt) for turn in turns),
                 "sum_assistant_a_tokens": style_a.tokens,
                 "sum_assistant_b_tokens": style_b.tokens,
                 "header_count_a": style_a.headers,
@@ -103,17 +115,18 @@ def battle_export_rows(
                 "leaked_side": battle.leaked_sides,
                 "vote": vote.choice,
             },
-            "conversation_a": _conversation(battle.prompt, a.text),
-            "conversation_b": _conversation(battle.prompt, b.text),
+            "conversation_a": _conversation(turns, "a"),
+            "conversation_b": _conversation(turns, "b"),
             "finish_reason_a": a.finish_reason,
             "finish_reason_b": b.finish_reason,
         }
 
 
-def _answer_style(answer: Answer) -> StyleFeatures:
-    """The answer's stored counts, or, for a row stored under other rules (written by code
-    older than `STYLE_VERSION`, e.g. a worker still running during an upgrade), its counts
-    under the current rules: every line follows the one version it names."""
+def _answer_style(answer: Answer, turns: list[TurnRecord]) -> StyleFeatures:
+    """The side's stored counts (summed over its answers in every turn), or, for a row stored
+    under other rules (written by code older than `STYLE_VERSION`, e.g. a worker still running
+    during an upgrade), its counts under the current rules: every line follows the one version
+    it names."""
     if answer.style_version == STYLE_VERSION:
         return StyleFeatures(
             tokens=answer.tokens,
@@ -121,7 +134,11 @@ def _answer_style(answer: Answer) -> StyleFeatures:
             lists=answer.list_counts,
             bold=answer.bold_counts,
         )
-    return style_features(answer.text)
+    return style_sum(
+        style_features(turn.answers[answer.side].text)
+        for turn in turns
+        if answer.side in turn.answers
+    )
 
 
 def write_battle_export(rows: Iterable[dict[str, Any]], path: Path) -> int:
@@ -213,8 +230,13 @@ def _counts(
     return counts
 
 
-def _conversation(prompt: str, answer: str) -> list[dict[str, str]]:
-    return [{"role": "user", "content": prompt}, {"role": "assistant", "content": answer}]
+def _conversation(turns: list[TurnRecord], side: str) -> list[dict[str, str]]:
+    """One side's whole conversation as OpenAI messages, user and assistant alternating."""
+    messages = []
+    for turn in turns:
+        messages.append({"role": "user", "content": turn.prompt})
+        messages.append({"role": "assistant", "content": turn.answers[side].text})
+    return messages
 
 
 def _count(value: Any) -> int | None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from channels.db import database_sync_to_async
 
 from arena.battles.models import Answer, Battle
+from arena.battles.selectors import conversation_histories
 from arena.battles.services import (
     SideResult,
     battle_claim_generation,
@@ -41,20 +42,23 @@ GenerationEvent = SideDelta | SideFinished
 EventSink = Callable[[GenerationEvent], Awaitable[None]]
 
 
+Messages = list[dict[str, str]]
+
+
 @database_sync_to_async
-def _claim_and_load(battle_id: str) -> tuple[str, list[Answer], ArenaSettings] | None:
+def _claim_and_load(battle_id: str) -> tuple[list[tuple[Answer, Messages]], ArenaSettings] | None:
     if not battle_claim_generation(battle_id=battle_id):
         return None
     battle = Battle.objects.get(pk=battle_id)
-    return (
-        battle.prompt,
-        list(battle.answers.select_related("contestant")),
-        arena_settings_current(),
-    )
+    answers = list(battle.answers.select_related("contestant"))
+    histories = conversation_histories(battle, answers)
+    return [(answer, histories[answer.side]) for answer in answers], arena_settings_current()
 
 
 async def battle_run(battle_id: str, emit: EventSink) -> Battle | None:
-    """Generate and record a battle's answers; None if another run already claimed it.
+    """Generate and record both sides' answers to the battle's latest prompt (its first or a
+    follow-up); None if another run already claimed it. Each side is sent its own
+    conversation: every earlier prompt with its own earlier answers, then the new prompt.
 
     If the caller is cancelled (the voter closed the page) or anything raises (the answers
     could not be stored, ...), the battle is marked failed so it can never be voted on with
@@ -63,10 +67,9 @@ async def battle_run(battle_id: str, emit: EventSink) -> Battle | None:
     claimed = await _claim_and_load(battle_id)
     if claimed is None:
         return None
-    prompt, answers, arena = claimed
-    messages = [{"role": "user", "content": prompt}]
+    sides_to_run, arena = claimed
 
-    async def run_side(answer: Answer) -> tuple[str, SideResult]:
+    async def run_side(answer: Answer, messages: Messages) -> tuple[str, SideResult]:
         pieces: list[str] = []
         end = StreamEnd("error", "no answer")
         # max_tokens bounds tokens, not characters, and a contestant's tokenizer is its own:
@@ -104,7 +107,9 @@ async def battle_run(battle_id: str, emit: EventSink) -> Battle | None:
     try:
         # A task group, not gather: when one side raises, the other stops streaming too.
         async with asyncio.TaskGroup() as group:
-            sides = [group.create_task(run_side(answer)) for answer in answers]
+            sides = [
+                group.create_task(run_side(answer, messages)) for answer, messages in sides_to_run
+            ]
         results = dict(side.result() for side in sides)
         return await database_sync_to_async(battle_record_answers)(
             battle_id=battle_id, results=results

@@ -109,6 +109,9 @@ class Battle(models.Model):
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     generation_started_at = models.DateTimeField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)
+    # The voter's prompts so far: 1, then one more for each follow-up (`FollowUp`), up to the
+    # arena's `max_turns`. The export's `turn`; a category rule can read it without a join.
+    turns = models.PositiveSmallIntegerField(default=1, db_default=1)
 
     class Meta:
         ordering = ["-created_at"]
@@ -124,16 +127,9 @@ class Battle(models.Model):
         return "b" if self.leaked_sides == "a" else "a"
 
 
-class Answer(models.Model):
-    """One side of a battle: who answered (hidden until the vote), what, how fast, what style."""
+class AnswerContent(models.Model):
+    """What one side said in one turn: the text, how it ended, how fast, what style."""
 
-    class Side(models.TextChoices):
-        A = "a"
-        B = "b"
-
-    battle = models.ForeignKey(Battle, on_delete=models.CASCADE, related_name="answers")
-    side = models.CharField(max_length=1, choices=Side.choices)
-    contestant = models.ForeignKey(Contestant, on_delete=models.PROTECT, related_name="answers")
     text = models.TextField(blank=True)
     finish_reason = models.CharField(max_length=32, blank=True)
     error = models.CharField(max_length=300, blank=True)
@@ -152,6 +148,28 @@ class Answer(models.Model):
     )
 
     class Meta:
+        abstract = True
+
+
+class Answer(AnswerContent):
+    """One side of a battle: who answered (hidden until the vote), its first answer (text,
+    timings, finish), and the style of everything it said in the battle.
+
+    In a battle of several turns the later answers are `FollowUpAnswer` rows, and this row's
+    style features (`tokens`, the three counts) are the sums over all of the side's answers,
+    as Chatbot Arena's `sum_assistant_*_tokens` are: the fit, the export and every analysis
+    read one row per side and get the whole conversation. In a one-turn battle (and in every
+    row stored before follow-ups existed) they are the first answer's own."""
+
+    class Side(models.TextChoices):
+        A = "a"
+        B = "b"
+
+    battle = models.ForeignKey(Battle, on_delete=models.CASCADE, related_name="answers")
+    side = models.CharField(max_length=1, choices=Side.choices)
+    contestant = models.ForeignKey(Contestant, on_delete=models.PROTECT, related_name="answers")
+
+    class Meta:
         ordering = ["battle", "side"]
         constraints = [
             models.UniqueConstraint(fields=["battle", "side"], name="one_answer_per_side"),
@@ -159,6 +177,44 @@ class Answer(models.Model):
 
     def __str__(self) -> str:
         return f"{self.battle_id}/{self.side}"
+
+
+class FollowUp(models.Model):
+    """The voter's next prompt in a battle, before the vote: turn 2, 3, … (turn 1 is the
+    battle's own prompt). Both sides answer it, each with its own earlier answers as history."""
+
+    battle = models.ForeignKey(Battle, on_delete=models.CASCADE, related_name="follow_ups")
+    turn = models.PositiveSmallIntegerField()
+    prompt = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["battle", "turn"]
+        constraints = [
+            models.UniqueConstraint(fields=["battle", "turn"], name="one_follow_up_per_turn"),
+            models.CheckConstraint(condition=models.Q(turn__gte=2), name="follow_ups_from_turn_2"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.battle_id} turn {self.turn}"
+
+
+class FollowUpAnswer(AnswerContent):
+    """One side's answer to a follow-up; its style features are this answer's own."""
+
+    follow_up = models.ForeignKey(FollowUp, on_delete=models.CASCADE, related_name="answers")
+    side = models.CharField(max_length=1, choices=Answer.Side.choices)
+
+    class Meta:
+        ordering = ["follow_up", "side"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["follow_up", "side"], name="one_follow_up_answer_per_side"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.follow_up_id}/{self.side}"
 
 
 class Vote(models.Model):

@@ -7,10 +7,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
-from django.db.models import Count, F, Q, QuerySet
+from django.db.models import Count, F, Q, QuerySet, prefetch_related_objects
 
 from arena.battles.models import (
     Answer,
+    AnswerContent,
     Battle,
     SuggestedPrompt,
     TargetedRound,
@@ -47,6 +48,52 @@ def prompt_suggest(rng: random.Random | None = None) -> str:
     if ids:
         return SuggestedPrompt.objects.get(pk=rng.choice(ids)).text
     return rng.choice(default_prompts())
+
+
+@dataclass(frozen=True)
+class TurnRecord:
+    """One prompt of a battle and both sides' answers to it (none yet while they are being
+    written, or when the battle broke before they were stored)."""
+
+    number: int
+    prompt: str
+    answers: dict[str, AnswerContent]  # side -> what it said
+
+
+def battle_turns(battle: Battle, answers: list[Answer] | None = None) -> list[TurnRecord]:
+    """The battle's prompts in order, each with both sides' answers. `answers`: the battle's
+    `Answer` rows if the caller has them. A one-turn battle costs no query for follow-ups;
+    prefetched `follow_ups__answers` are used as they are."""
+    first = answers if answers is not None else list(battle.answers.all())
+    turns = [TurnRecord(1, battle.prompt, {answer.side: answer for answer in first})]
+    if battle.turns > 1:
+        prefetch_related_objects([battle], "follow_ups__answers")  # two queries, once
+        follow_ups = sorted(battle.follow_ups.all(), key=lambda follow_up: follow_up.turn)
+        turns.extend(
+            TurnRecord(
+                follow_up.turn,
+                follow_up.prompt,
+                {answer.side: answer for answer in follow_up.answers.all()},
+            )
+            for follow_up in follow_ups
+        )
+    return turns
+
+
+def conversation_histories(
+    battle: Battle, answers: list[Answer]
+) -> dict[str, list[dict[str, str]]]:
+    """What each side is sent for the battle's latest prompt (OpenAI messages): every earlier
+    prompt followed by that side's own answer to it, then the latest prompt. A side never sees
+    the other side's answers."""
+    turns = battle_turns(battle, answers)
+    histories: dict[str, list[dict[str, str]]] = {answer.side: [] for answer in answers}
+    for turn in turns:
+        for side, messages in histories.items():
+            messages.append({"role": "user", "content": turn.prompt})
+            if turn.number < battle.turns:
+                messages.append({"role": "assistant", "content": turn.answers[side].text})
+    return histories
 
 
 def battle_for_voter(*, battle_id: str, voter_key: str) -> Battle | None:

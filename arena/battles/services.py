@@ -7,7 +7,7 @@ import hmac
 import logging
 import random
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
@@ -19,7 +19,10 @@ from django.utils import timezone
 from arena.battles.identity import revealed_identity
 from arena.battles.models import (
     Answer,
+    AnswerContent,
     Battle,
+    FollowUp,
+    FollowUpAnswer,
     KioskDevice,
     SuggestedPrompt,
     TargetedRound,
@@ -27,7 +30,7 @@ from arena.battles.models import (
     VoterExclusion,
 )
 from arena.battles.selectors import identity_words
-from arena.battles.style import STYLE_VERSION, style_features
+from arena.battles.style import STYLE_VERSION, StyleFeatures, style_features, style_sum
 from arena.competition.selectors import arena_settings_current, phase_in_arena
 from arena.serving.models import Contestant
 from arena.serving.selectors import contestants_active
@@ -84,15 +87,7 @@ def battle_create(
 ) -> Battle:
     """Start a battle between two contestants. `kiosk`: the registered booth device it was
     started on, whose own limit replaces the voter's and the network's."""
-    prompt = prompt.strip()
-    if not prompt:
-        raise BattleRefused("Please type a prompt first.", code="empty_prompt")
-    limit = settings.ARENA_PROMPT_MAX_CHARS
-    if len(prompt) > limit:
-        raise BattleRefused(
-            f"Your prompt is {len(prompt):,} characters long; the limit is {limit:,}.",
-            code="prompt_too_long",
-        )
+    prompt = _prompt_checked(prompt)
     rng = rng or random.SystemRandom()
     phase = phase_in_arena()
     with transaction.atomic():
@@ -124,15 +119,82 @@ def battle_create(
     return battle
 
 
+def _prompt_checked(prompt: str) -> str:
+    """The prompt as it is sent to the models; the same rules for a battle's first prompt and
+    for every follow-up."""
+    prompt = prompt.strip()
+    if not prompt:
+        raise BattleRefused("Please type a prompt first.", code="empty_prompt")
+    limit = settings.ARENA_PROMPT_MAX_CHARS
+    if len(prompt) > limit:
+        raise BattleRefused(
+            f"Your prompt is {len(prompt):,} characters long; the limit is {limit:,}.",
+            code="prompt_too_long",
+        )
+    return prompt
+
+
+def _prompts_since(since: datetime, **battle_filter: object) -> int:
+    """Prompts sent to the models since `since` in the battles matching `battle_filter`: each
+    new battle and each follow-up costs the same two generations, so both count."""
+    battles = Battle.objects.filter(created_at__gte=since, **battle_filter).count()
+    follow_ups = FollowUp.objects.filter(
+        created_at__gte=since, **{f"battle__{key}": value for key, value in battle_filter.items()}
+    ).count()
+    return battles + follow_ups
+
+
+def follow_up_create(*, battle_id: str, prompt: str, voter_key: str, ip_hash: str) -> FollowUp:
+    """The voter's next prompt in a battle whose answers are complete and not yet voted on, up
+    to the arena's `max_turns` prompts. The prompt is checked as a first one is and counts
+    against the same per-minute limits. The battle goes back to `created`, so the voter's
+    socket generates both sides' answers (`generation.battle_run`) and no vote is taken until
+    they are complete.
+
+    The battle's row is locked while this is decided, as `vote_record` locks it, so a vote and
+    a follow-up cannot both be taken on the same answers."""
+    prompt = _prompt_checked(prompt)
+    arena = arena_settings_current()
+    with transaction.atomic():
+        battle = Battle.objects.select_for_update().filter(pk=battle_id).first()
+        if battle is None:
+            raise BattleRefused("No such battle.", status=404, code="not_found")
+        if battle.voter_key != voter_key:
+            raise BattleRefused(
+                "This battle belongs to another voter.", status=403, code="not_yours"
+            )
+        if Vote.objects.filter(battle=battle).exists():
+            raise BattleRefused(
+                "This battle has your vote already; start a new battle to ask more.",
+                status=409,
+                code="already_voted",
+            )
+        _check_answers_complete(battle)
+        if battle.turns >= arena.max_turns:
+            raise BattleRefused(
+                f"This battle has had its {arena.max_turns} prompts; please vote.",
+                status=409,
+                code="turn_limit",
+            )
+        if battle.kiosk_id is not None:
+            _kiosk_rate_limit_check(battle.kiosk)  # type: ignore[arg-type]
+        else:
+            _rate_limit_check(voter_key=voter_key, ip_hash=ip_hash)
+        battle.turns += 1
+        battle.state = Battle.State.CREATED
+        battle.save(update_fields=["turns", "state"])
+        return FollowUp.objects.create(battle=battle, turn=battle.turns, prompt=prompt)
+
+
 def _rate_limit_check(*, voter_key: str, ip_hash: str) -> None:
-    """Refuse a battle over the voter's or the network's limit. Runs in the transaction that
-    creates the battle, holding a lock per voter and per network until it commits, so
-    concurrent starts are counted one after another and cannot all slip under the limit."""
+    """Refuse a prompt (a new battle or a follow-up) over the voter's or the network's limit.
+    Runs in the transaction that creates it, holding a lock per voter and per network until it
+    commits, so concurrent starts are counted one after another and cannot all slip under the
+    limit."""
     _lock_until_commit(f"battles-of-voter:{voter_key}", f"battles-of-ip:{ip_hash}")
     minute_ago = timezone.now() - timedelta(minutes=1)
-    recent = Battle.objects.filter(created_at__gte=minute_ago)
     arena = arena_settings_current()
-    if recent.filter(voter_key=voter_key).count() >= arena.battles_per_minute:
+    if _prompts_since(minute_ago, voter_key=voter_key) >= arena.battles_per_minute:
         raise BattleRefused(
             "You are starting battles too quickly; please wait a minute.",
             status=429,
@@ -140,8 +202,9 @@ def _rate_limit_check(*, voter_key: str, ip_hash: str) -> None:
         )
     # A booth's battles have their own limit: they must not use up the network's share of the
     # phones on the same venue network.
-    from_network = recent.filter(ip_hash=ip_hash, kiosk__isnull=True)
-    if from_network.count() >= arena.battles_per_minute_per_ip:
+    if _prompts_since(minute_ago, ip_hash=ip_hash, kiosk__isnull=True) >= (
+        arena.battles_per_minute_per_ip
+    ):
         raise BattleRefused(
             "Too many battles from your network; please wait a minute.",
             status=429,
@@ -155,8 +218,7 @@ def _kiosk_rate_limit_check(kiosk: KioskDevice) -> None:
     own (ARENA_KIOSK_BATTLES_PER_MINUTE), counted under a lock like the others."""
     _lock_until_commit(f"battles-of-kiosk:{kiosk.pk}")
     minute_ago = timezone.now() - timedelta(minutes=1)
-    started = Battle.objects.filter(kiosk=kiosk, created_at__gte=minute_ago).count()
-    if started >= settings.ARENA_KIOSK_BATTLES_PER_MINUTE:
+    if _prompts_since(minute_ago, kiosk=kiosk) >= settings.ARENA_KIOSK_BATTLES_PER_MINUTE:
         raise BattleRefused(
             "This kiosk is starting battles too quickly; please wait a minute.",
             status=429,
@@ -249,32 +311,30 @@ class SideResult:
 
 @transaction.atomic
 def battle_record_answers(*, battle_id: str, results: dict[str, SideResult]) -> Battle:
-    """Store both answers with their timings and style features, and settle the battle:
-    complete (votable), failed (a side errored). An answer that names any contestant or says a
-    configured identity word leaks: one leaking side loses the battle whatever the vote (the
-    voter still votes blind; the fit and the export read `Battle.forced_winner`), and a battle
-    where both sides leak is void."""
+    """Store both sides' answers to the battle's latest prompt (its first, or a follow-up) with
+    their timings and style features, and settle the battle: complete (votable, or open to
+    another follow-up), failed (a side errored: the battle ends there). An answer that names
+    any contestant or says a configured identity word leaks, in whichever turn: one leaking
+    side loses the battle whatever the vote (the voter still votes blind; the fit and the
+    export read `Battle.forced_winner`), and a battle where both sides leak is void."""
     battle = Battle.objects.select_for_update().get(pk=battle_id)
-    answers = list(battle.answers.select_related("contestant"))
-    leaked = ""
+    answers = list(battle.answers.all())
+    follow_up = battle.follow_ups.get(turn=battle.turns) if battle.turns > 1 else None
+    leaked = set(battle.leaked_sides)
     words = identity_words()
     for answer in answers:
         result = results[answer.side]
         features = style_features(result.text)
-        answer.text = result.text
-        answer.finish_reason = result.finish_reason
-        answer.error = result.error
-        answer.first_token_ms = _ms(result.first_token_s)
-        answer.total_ms = _ms(result.total_s)
-        answer.tokens = features.tokens
-        answer.header_counts = features.headers
-        answer.list_counts = features.lists
-        answer.bold_counts = features.bold
-        answer.style_version = STYLE_VERSION
-        answer.save()
-        revealed = revealed_identity(result.text, names=words.names, configured=words.configured)
-        if revealed:
-            leaked += answer.side
+        if follow_up is None:
+            _fill(answer, result, features)
+            answer.save()
+        else:
+            said = FollowUpAnswer(follow_up=follow_up, side=answer.side)
+            _fill(said, result, features)
+            said.save()
+            _add_to_conversation_style(answer, battle, features)
+        if revealed_identity(result.text, names=words.names, configured=words.configured):
+            leaked.add(answer.side)
     failed = any(results[answer.side].error for answer in answers)
     battle.state = Battle.State.FAILED if failed else Battle.State.COMPLETE
     battle.leaked_sides = "".join(sorted(leaked))
@@ -282,6 +342,42 @@ def battle_record_answers(*, battle_id: str, results: dict[str, SideResult]) -> 
     battle.completed_at = timezone.now()
     battle.save(update_fields=["state", "void_reason", "leaked_sides", "completed_at"])
     return battle
+
+
+def _fill(row: AnswerContent, result: SideResult, features: StyleFeatures) -> None:
+    row.text = result.text
+    row.finish_reason = result.finish_reason
+    row.error = result.error
+    row.first_token_ms = _ms(result.first_token_s)
+    row.total_ms = _ms(result.total_s)
+    _set_style(row, features)
+
+
+def _set_style(row: AnswerContent, features: StyleFeatures) -> None:
+    row.tokens = features.tokens
+    row.header_counts = features.headers
+    row.list_counts = features.lists
+    row.bold_counts = features.bold
+    row.style_version = STYLE_VERSION
+
+
+def _add_to_conversation_style(answer: Answer, battle: Battle, features: StyleFeatures) -> None:
+    """Add a follow-up answer's features to its side's sums (`Answer`). Sums counted under
+    other rules (the battle began before an upgrade) are counted again from every answer the
+    side gave, so a row never mixes two versions."""
+    if answer.style_version == STYLE_VERSION:
+        before = StyleFeatures(
+            answer.tokens, answer.header_counts, answer.list_counts, answer.bold_counts
+        )
+    else:
+        earlier = FollowUpAnswer.objects.filter(
+            follow_up__battle=battle, follow_up__turn__lt=battle.turns, side=answer.side
+        ).values_list("text", flat=True)
+        before = style_sum(style_features(text) for text in [answer.text, *earlier])
+    _set_style(answer, style_sum([before, features]))
+    answer.save(
+        update_fields=["tokens", "header_counts", "list_counts", "bold_counts", "style_version"]
+    )
 
 
 def battle_mark_interrupted(*, battle_id: str) -> None:
@@ -306,29 +402,35 @@ def vote_record(*, battle_id: str, choice: str, voter_key: str, ip_hash: str) ->
     is the battle), so concurrent requests cannot both win."""
     if choice not in Vote.Choice.values:
         raise BattleRefused(f"Unknown vote {choice!r}.", code="bad_choice")
-    battle = Battle.objects.filter(pk=battle_id).first()
-    if battle is None:
-        raise BattleRefused("No such battle.", status=404, code="not_found")
-    if battle.voter_key != voter_key:
-        raise BattleRefused("This battle belongs to another voter.", status=403, code="not_yours")
-    existing = Vote.objects.filter(battle=battle).first()
-    if existing is None:
-        _check_votable(battle)
-        counted = battle.void_reason == ""
-        seconds = (timezone.now() - battle.completed_at).total_seconds()  # type: ignore[operator]
-        try:
-            with transaction.atomic():
-                existing = Vote.objects.create(
-                    battle=battle,
-                    choice=choice,
-                    counted=counted,
-                    voter_key=voter_key,
-                    ip_hash=ip_hash,
-                    seconds_after_answers=seconds,
-                )
-                transaction.on_commit(lambda: _announce_vote(battle.pk, counted))
-        except IntegrityError:
-            existing = Vote.objects.get(battle=battle)
+    # The battle's row is locked until the vote commits, as `follow_up_create` locks it: a
+    # follow-up sent at the same moment either comes first (and the vote waits for its
+    # answers) or finds the vote.
+    with transaction.atomic():
+        battle = Battle.objects.select_for_update().filter(pk=battle_id).first()
+        if battle is None:
+            raise BattleRefused("No such battle.", status=404, code="not_found")
+        if battle.voter_key != voter_key:
+            raise BattleRefused(
+                "This battle belongs to another voter.", status=403, code="not_yours"
+            )
+        existing = Vote.objects.filter(battle=battle).first()
+        if existing is None:
+            _check_votable(battle)
+            counted = battle.void_reason == ""
+            seconds = (timezone.now() - battle.completed_at).total_seconds()  # type: ignore[operator]
+            try:
+                with transaction.atomic():
+                    existing = Vote.objects.create(
+                        battle=battle,
+                        choice=choice,
+                        counted=counted,
+                        voter_key=voter_key,
+                        ip_hash=ip_hash,
+                        seconds_after_answers=seconds,
+                    )
+                    transaction.on_commit(lambda: _announce_vote(battle.pk, counted))
+            except IntegrityError:
+                existing = Vote.objects.get(battle=battle)
     if existing.choice != choice:
         raise BattleRefused("This battle already has your vote.", status=409, code="already_voted")
     reveal = {
@@ -341,6 +443,13 @@ def vote_record(*, battle_id: str, choice: str, voter_key: str, ip_hash: str) ->
 
 
 def _check_votable(battle: Battle) -> None:
+    _check_answers_complete(battle)
+    waited = (timezone.now() - battle.completed_at).total_seconds()  # type: ignore[operator]
+    if waited < arena_settings_current().min_vote_seconds:
+        raise BattleRefused("Please read both answers before voting.", status=429, code="too_early")
+
+
+def _check_answers_complete(battle: Battle) -> None:
     if battle.state == Battle.State.FAILED:
         raise BattleRefused(
             "A model failed to answer in this battle, so it cannot be voted on.",
@@ -351,9 +460,6 @@ def _check_votable(battle: Battle) -> None:
         raise BattleRefused(
             "Please wait until both answers are complete.", status=409, code="not_ready"
         )
-    waited = (timezone.now() - battle.completed_at).total_seconds()
-    if waited < arena_settings_current().min_vote_seconds:
-        raise BattleRefused("Please read both answers before voting.", status=429, code="too_early")
 
 
 def _announce_vote(battle_id: str, counted: bool) -> None:

@@ -38,6 +38,7 @@ stays linear: `bench/style_features.py`, figures in the README).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from arena.battles.answer_markdown import ANSWER_MARKDOWN
@@ -92,3 +93,21 @@ def style_features(text: str) -> StyleFeatures:
                 if child.type == "strong_open" and child.markup in bold:
                     bold[child.markup] += 1
     return StyleFeatures(tokens=count_tokens(text), headers=headers, lists=lists, bold=bold)
+
+
+def style_sum(features: Iterable[StyleFeatures]) -> StyleFeatures:
+    """The features of a side's whole conversation: each count summed over its answers, as
+    Chatbot Arena sums `sum_assistant_*_tokens` and its markdown counts over every turn."""
+    total = StyleFeatures(tokens=0, headers={}, lists={}, bold={})
+    for part in features:
+        total = StyleFeatures(
+            tokens=total.tokens + part.tokens,
+            headers=_added(total.headers, part.headers),
+            lists=_added(total.lists, part.lists),
+            bold=_added(total.bold, part.bold),
+        )
+    return total
+
+
+def _added(left: dict[str, int], right: dict[str, int]) -> dict[str, int]:
+    return {key: left.get(key, 0) + right.get(key, 0) for key in {**left, **right}}

@@ -49,6 +49,7 @@ class ArenaSettings:
     min_vote_seconds: float
     battles_per_minute: int
     battles_per_minute_per_ip: int
+    max_turns: int
 
 
 # A competition file's `[arena]` key -> the Django setting it overrides.
@@ -61,6 +62,7 @@ ARENA_SETTING_DEFAULTS = {
     "min_vote_seconds": "ARENA_MIN_VOTE_SECONDS",
     "battles_per_minute": "ARENA_BATTLES_PER_MINUTE",
     "battles_per_minute_per_ip": "ARENA_BATTLES_PER_MINUTE_PER_IP",
+    "max_turns": "ARENA_MAX_TURNS",
 }
 
 

@@ -42,6 +42,7 @@ COLUMNS: tuple[tuple[str, pa.DataType, str], ...] = (
     ("phase", pa.string(), "the phase label"),
     ("targeted_round", pa.int64(), "the targeted round the battle belongs to (null: random pair)"),
     ("language", pa.string(), "the prompt's language, when known"),
+    ("turn", pa.int64(), "the voter's prompts in the battle: 1, or more with follow-ups"),
     (
         "conv_metadata",
         pa.struct(
@@ -64,8 +65,12 @@ COLUMNS: tuple[tuple[str, pa.DataType, str], ...] = (
         "control; `leaked_side` is the side whose answer revealed its identity and lost for "
         "it, `vote` the voter's own choice, `style_version` the rules the counts follow",
     ),
-    ("conversation_a", pa.list_(_TURN), "the prompt and side A's answer, as chat turns"),
-    ("conversation_b", pa.list_(_TURN), "the prompt and side B's answer"),
+    (
+        "conversation_a",
+        pa.list_(_TURN),
+        "every prompt and side A's answer to it, as chat turns (user, assistant, …)",
+    ),
+    ("conversation_b", pa.list_(_TURN), "every prompt and side B's answer to it"),
     ("finish_reason_a", pa.string(), "why side A's generation stopped"),
     ("finish_reason_b", pa.string(), "why side B's generation stopped"),
 )

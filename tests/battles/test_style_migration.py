@@ -7,7 +7,7 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-from arena.battles.models import Battle
+from arena.battles.models import Answer
 from arena.battles.style import STYLE_VERSION, style_features
 from tests import factories
 
@@ -39,10 +39,12 @@ def test_stored_answers_are_recounted_under_the_current_rules(migrated_back, mon
     migration = importlib.import_module("arena.battles.migrations.0006_answer_style_version")
     monkeypatch.setattr(migration, "RECOUNT_BATCH", 2)
     old_answer = migrated_back.get_model("battles", "Answer")
+    # The battle as that schema has it too: the current model has columns added since.
+    old_battle = migrated_back.get_model("battles", "Battle")
     left, right = factories.contestant("left"), factories.contestant("right")
     texts = [MARKDOWN, "plain", "1. one\n2. two", "", "## Hi\n- **x**"]
     for i in range(0, len(texts), 2):
-        battle = Battle.objects.create(prompt="Hi", voter_key="v", ip_hash="ip")
+        battle = old_battle.objects.create(prompt="Hi", voter_key="v", ip_hash="ip")
         for side, who, text in zip("ab", (left, right), texts[i : i + 2], strict=False):
             old_answer.objects.create(
                 battle_id=battle.pk, side=side, contestant_id=who.pk, text=text, **VERSION_1_COUNTS
@@ -75,12 +77,17 @@ def test_a_row_written_by_code_older_than_the_field_says_it_follows_the_first_ru
     old_answer = migrated_back.get_model("battles", "Answer")  # knows no style_version
     MigrationExecutor(connection).migrate(AFTER)
     left, right = factories.contestant("left"), factories.contestant("right")
-    battle = Battle.objects.create(prompt="Hi", voter_key="v", ip_hash="ip")
+    # The battle as the schema of 0005 and 0006 has it: the current model has columns since.
+    battle = migrated_back.get_model("battles", "Battle").objects.create(
+        prompt="Hi", voter_key="v", ip_hash="ip"
+    )
 
     # A worker still running the old code stores an answer after the upgrade.
     old_answer.objects.create(
         battle_id=battle.pk, side="a", contestant_id=left.pk, text=MARKDOWN, **VERSION_1_COUNTS
     )
-    battle.answers.create(side="b", contestant=right, text="new code")
+    Answer.objects.create(battle_id=battle.pk, side="b", contestant=right, text="new code")
 
-    assert dict(battle.answers.values_list("side", "style_version")) == {"a": 1, "b": STYLE_VERSION}
+    assert dict(
+        Answer.objects.filter(battle_id=battle.pk).values_list("side", "style_version")
+    ) == {"a": 1, "b": STYLE_VERSION}

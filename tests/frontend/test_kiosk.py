@@ -284,3 +284,21 @@ def test_screening_reads_which_votes_came_from_a_kiosk(contestants):
     finish(other)
     post(visitor, f"/api/battles/{other}/vote", {"choice": "b"})
     assert sorted(v.kiosk for v in votes_seen()) == [False, True]
+
+
+def test_a_kiosk_voter_may_follow_up_but_the_next_person_may_not_continue_their_battle(
+    settings, contestants
+):
+    settings.ARENA_KIOSK_IDLE_SECONDS = 60
+    kiosk = enrolled_kiosk()
+    battle = start(kiosk).json()["battle"]
+    finish(battle)
+    assert post(kiosk, f"/api/battles/{battle}/turns", {"prompt": "And?"}).status_code == 201
+    finish(battle)
+
+    session = kiosk.session
+    session[SESSION_KIOSK_SEEN] -= 61  # walked away a minute ago
+    session.save()
+    refused = post(kiosk, f"/api/battles/{battle}/turns", {"prompt": "Mine now"})
+    assert refused.status_code == 403 and refused.json()["code"] == "not_yours"
+    assert Battle.objects.get(pk=battle).turns == 2

@@ -269,6 +269,7 @@ ARENA_CHECKS: dict[str, Callable[[Any], Any]] = {
     "min_vote_seconds": _number(0.0),
     "battles_per_minute": _integer(1),
     "battles_per_minute_per_ip": _integer(1),
+    "max_turns": _integer(1),
 }
 assert set(ARENA_CHECKS) == set(ARENA_SETTING_DEFAULTS)
 

@@ -1,4 +1,5 @@
-// The voter's page: start a battle, stream both answers over a WebSocket, vote, see the reveal.
+// The voter's page: start a battle, stream both answers over a WebSocket, continue the
+// conversation with both models for a few turns if the voter wants, vote, see the reveal.
 // Streaming text is shown with textContent (never parsed as HTML); the finished answer is
 // replaced by HTML the server has already sanitised.
 (() => {
@@ -8,7 +9,14 @@
   const promptBox = $("prompt");
   const voteButtons = Array.from(document.querySelectorAll("button.vote"));
   const SIDES = ["a", "b"];
-  let current = null; // {id, socket, done: {a, b}, text: {a, b}}
+  const followUpForm = $("follow-up-form");
+  const followUpBox = $("follow-up");
+  const maxTurns = Number($("battle").dataset.maxTurns || 1);
+  let current = null; // {id, socket, turn, done: {a, b}, text: {a, b}, voted}
+
+  // Turn 1's answers are the page's own boxes; a follow-up's are added below them.
+  const bodyOf = (side, turn) => $(turn > 1 ? `body-${side}-${turn}` : `body-${side}`);
+  const statusOf = (side, turn) => $(turn > 1 ? `status-${side}-${turn}` : `status-${side}`);
 
   function csrfToken() {
     const field = form.querySelector("input[name=csrfmiddlewaretoken]");
@@ -41,7 +49,59 @@
     voteButtons.forEach((button) => { button.disabled = !enabled; });
   }
 
+  function clearFollowUps() {
+    $("follow-ups").replaceChildren();
+    followUpForm.hidden = true;
+    followUpBox.value = "";
+  }
+
+  function offerFollowUp() {
+    const left = maxTurns - current.turn;
+    if (left <= 0 || current.voted) { followUpForm.hidden = true; return; }
+    $("follow-up-left").textContent = `${left} more ${left === 1 ? "question" : "questions"} before you vote, if you like.`;
+    $("send-follow-up").disabled = false;
+    followUpForm.hidden = false;
+  }
+
+  function addTurnView(turn, prompt) {
+    // Built from elements and textContent: the prompt is the voter's text, never HTML.
+    const row = document.createElement("section");
+    row.className = "turn";
+    row.id = `turn-${turn}`;
+    const shown = document.createElement("p");
+    shown.className = "shown-prompt";
+    const label = document.createElement("span");
+    label.className = "muted";
+    label.textContent = `Follow-up ${turn - 1}: `;
+    const text = document.createElement("span");
+    text.className = "turn-prompt";
+    text.textContent = prompt;
+    shown.append(label, text);
+    const answers = document.createElement("div");
+    answers.className = "answers";
+    SIDES.forEach((side) => {
+      const box = document.createElement("article");
+      box.className = "answer";
+      box.dataset.side = side;
+      const heading = document.createElement("h2");
+      heading.textContent = `Model ${side.toUpperCase()}`;
+      const status = document.createElement("div");
+      status.className = "status muted";
+      status.id = `status-${side}-${turn}`;
+      status.textContent = "Waiting for the first words…";
+      const body = document.createElement("div");
+      body.className = "body streaming";
+      body.id = `body-${side}-${turn}`;
+      body.setAttribute("aria-live", "polite");
+      box.append(heading, status, body);
+      answers.append(box);
+    });
+    row.append(shown, answers);
+    $("follow-ups").append(row);
+  }
+
   function resetBattleView(prompt) {
+    clearFollowUps();
     $("battle").hidden = false;
     $("shown-prompt").textContent = prompt;
     $("result").hidden = true;
@@ -69,8 +129,35 @@
       return;
     }
     resetBattleView(prompt);
-    current = { id: reply.data.battle, done: { a: false, b: false }, text: { a: "", b: "" } };
+    current = { id: reply.data.battle, turn: 1, done: { a: false, b: false }, text: { a: "", b: "" } };
     openSocket(reply.data.socket);
+  }
+
+  async function sendFollowUp(event) {
+    event.preventDefault();
+    if (!current || current.voted) return;
+    const prompt = followUpBox.value.trim();
+    if (!prompt) { notice("Please type a prompt first."); return; }
+    notice("");
+    $("send-follow-up").disabled = true;
+    const reply = await postJSON(`/api/battles/${encodeURIComponent(current.id)}/turns`, { prompt });
+    if (!reply.ok) {
+      $("send-follow-up").disabled = false;
+      notice(reply.data.error || "Could not send your follow-up.");
+      return;
+    }
+    // No vote until both models have answered the follow-up too.
+    setVoting(false);
+    $("vote-hint").textContent = "Voting opens once both answers are complete.";
+    followUpForm.hidden = true;
+    followUpBox.value = "";
+    const previous = current.socket;
+    current.turn = reply.data.turn;
+    current.done = { a: false, b: false };
+    current.text = { a: "", b: "" };
+    addTurnView(current.turn, prompt);
+    openSocket(reply.data.socket);
+    if (previous) previous.close();
   }
 
   function openSocket(path) {
@@ -87,24 +174,32 @@
   }
 
   function handleFrame(frame) {
+    const turn = frame.turn || 1;
+    if ((frame.type === "delta" || frame.type === "side_done") && turn !== current.turn) return;
     if (frame.type === "delta") {
       const side = frame.side;
       current.text[side] += frame.text;
-      $(`body-${side}`).textContent = current.text[side];
-      $(`status-${side}`).textContent = "Writing…";
+      bodyOf(side, turn).textContent = current.text[side];
+      statusOf(side, turn).textContent = "Writing…";
     } else if (frame.type === "side_done") {
       const side = frame.side;
       current.done[side] = true;
-      const body = $(`body-${side}`);
+      const body = bodyOf(side, turn);
       body.classList.remove("streaming");
       body.innerHTML = frame.html; // sanitised on the server
       // The same for every model: how an answer ended is revealed only after the vote.
-      $(`status-${side}`).textContent = frame.error || "Done.";
+      statusOf(side, turn).textContent = frame.error || "Done.";
     } else if (frame.type === "battle_done") {
       $("send").disabled = false;
       if (frame.votable) {
-        $("vote-hint").textContent = "Read both answers, then vote.";
-        setTimeout(() => { if (current && !current.voted) setVoting(true); }, frame.vote_after_ms || 0);
+        $("vote-hint").textContent = "Read both answers, then vote — or ask both models more.";
+        offerFollowUp();
+        const votable = current;
+        const turn = current.turn;
+        // Not if a follow-up was sent meanwhile: its answers must be complete first.
+        setTimeout(() => {
+          if (current === votable && !current.voted && current.turn === turn) setVoting(true);
+        }, frame.vote_after_ms || 0);
       } else {
         $("vote-hint").textContent = frame.message;
         showNewBattle(frame.message, true);
@@ -117,13 +212,16 @@
   async function castVote(choice) {
     if (!current) return;
     setVoting(false);
+    $("send-follow-up").disabled = true;
     const reply = await postJSON(`/api/battles/${encodeURIComponent(current.id)}/vote`, { choice });
     if (!reply.ok) {
       notice(reply.data.error || "Your vote could not be recorded.");
       if (reply.data.code === "too_early") setTimeout(() => setVoting(true), 1000);
+      $("send-follow-up").disabled = false;
       return;
     }
     current.voted = true;
+    followUpForm.hidden = true; // the vote closes the battle
     notice("");
     SIDES.forEach((side) => { $(`reveal-${side}`).textContent = `— ${reply.data.reveal[side]}`; });
     showNewBattle(reply.data.message, !reply.data.counted);
@@ -141,6 +239,7 @@
   function newBattle() {
     if (current && current.socket) current.socket.close();
     current = null;
+    clearFollowUps();
     notice("");
     $("send").disabled = false;
     $("battle").hidden = true;
@@ -166,6 +265,7 @@
   }
 
   form.addEventListener("submit", startBattle);
+  followUpForm.addEventListener("submit", sendFollowUp);
   promptBox.addEventListener("input", updateCount);
   $("suggest").addEventListener("click", suggest);
   $("new-battle").addEventListener("click", newBattle);
