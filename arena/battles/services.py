@@ -16,6 +16,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from arena.battles.categories import RuleCategorizer, categories_encode
 from arena.battles.identity import revealed_identity
 from arena.battles.models import (
     Answer,
@@ -26,6 +27,7 @@ from arena.battles.models import (
     Vote,
     VoterExclusion,
 )
+from arena.battles.prompt_groups import prompt_key
 from arena.battles.selectors import identity_words
 from arena.battles.style import STYLE_VERSION, style_features
 from arena.competition.selectors import arena_settings_current, phase_in_arena
@@ -95,6 +97,9 @@ def battle_create(
         )
     rng = rng or random.SystemRandom()
     phase = phase_in_arena()
+    # Rules only (milliseconds, outside the locks below): a judge, if any, reads the prompt
+    # later (`battles categorize`). A battle starts with one user turn.
+    categories = RuleCategorizer().categorize(prompt, user_turns=1)
     with transaction.atomic():
         if kiosk is not None:
             _kiosk_rate_limit_check(kiosk)
@@ -114,6 +119,10 @@ def battle_create(
             phase=phase.label if phase is not None else "",
             targeted_round=targeted,
             kiosk=kiosk,
+            categories=categories_encode(categories.tags),
+            language=categories.language,
+            categorized_by=RuleCategorizer.name,
+            prompt_key=prompt_key(prompt),
         )
         Answer.objects.bulk_create(
             [

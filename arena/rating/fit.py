@@ -184,7 +184,7 @@ def fit_ratings(
         style_controlled=style,
         ci_method=ci,
         confidence=confidence,
-        n_battles=battles.n_battles,
+        n_battles=int(np.count_nonzero(battles.weight)),  # battles, not their weight
         models=list(battles.models),
         scores=[
             ModelScore(
@@ -364,12 +364,11 @@ def _scores(r: Array) -> Array:
     return BASE_SCORE + SCALE * (r - r.mean())
 
 
-def _battles_per_model(battles: Battles) -> NDArray[np.float64]:
-    m = battles.n_models
-    plus = np.bincount(battles.a, weights=battles.weight, minlength=m).astype(
-        np.float64, copy=False
-    )
-    return plus + np.bincount(battles.b, weights=battles.weight, minlength=m)
+def _battles_per_model(battles: Battles) -> NDArray[np.intp]:
+    """Battles each model played, whatever they weighed in the fit (a weight of 0 is a
+    battle left out)."""
+    m, played = battles.n_models, battles.weight > 0
+    return np.bincount(battles.a[played], minlength=m) + np.bincount(battles.b[played], minlength=m)
 
 
 def _rounded(values: dict[str, float] | None) -> dict[str, float] | None:
