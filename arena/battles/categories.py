@@ -224,8 +224,33 @@ def is_math(text: str) -> bool:
 # Plain ASCII with at least two of these words is English without asking langdetect (about
 # 10 ms a prompt on this machine, most of the rules' cost on the hot path).
 _ENGLISH_WORDS = frozenset(
-    "the is are what how why and of you your with this that for does can my from "
-    "which there their would should could about".split()
+    [
+        "the",
+        "is",
+        "are",
+        "what",
+        "how",
+        "why",
+        "and",
+        "of",
+        "you",
+        "your",
+        "with",
+        "this",
+        "that",
+        "for",
+        "does",
+        "can",
+        "my",
+        "from",
+        "which",
+        "there",
+        "their",
+        "would",
+        "should",
+        "could",
+        "about",
+    ]
 )
 
 

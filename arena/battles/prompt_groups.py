@@ -14,8 +14,12 @@ sway its leaderboard, and de-duplicates its most frequent prompts. Here:
   is seeded and sorted: the same prompts give the same groups in any order of input.
   Memory: 8 band keys (64 bytes) a prompt, plus one sort per band.
 - **Weight** (`group_weights`): each battle of a group of g battles (within the battles being
-  fitted) weighs 1/√g, so the group counts as √g battles: 50 copies of a prompt count as
-  7.1 battles, 10 distinct prompts as 10. A prompt asked once weighs 1, as before.
+  fitted) weighs in proportion to 1/√g, so a group counts √g times as much as a prompt asked
+  once: 50 copies of a prompt weigh as much as 7.1 distinct prompts, less than 10 do. The
+  weights are then scaled to sum to the number of battles: down-weighting moves influence
+  from frequent prompts to rare ones without pretending there were fewer votes, so a fit
+  whose prompts are all asked equally often (one suggested prompt for everyone, say) is
+  exactly the unweighted one, intervals included.
 
 Pure numpy: no Django.
 """
@@ -38,7 +42,7 @@ NUM_PERM = 64
 BANDS = 8
 ROWS = NUM_PERM // BANDS
 KEY_BITS = 52
-WEIGHT_RULE = "1/sqrt(group size)"
+WEIGHT_RULE = "1/sqrt(group size), scaled to sum to the number of battles"
 _PRIME = (1 << 31) - 1  # hashes and permutations modulo a Mersenne prime: no uint64 overflow
 _rng = np.random.default_rng(20240611)
 _PERM_A = _rng.integers(1, _PRIME, NUM_PERM, dtype=np.uint64)
@@ -117,19 +121,22 @@ def groups_of_band_keys(keys: NDArray[np.uint64]) -> NDArray[np.intp]:
 
 
 def group_weights(groups: NDArray[np.integer]) -> NDArray[np.float64]:
-    """(n,) each battle's weight in the fit: 1/√(size of its group among these battles)."""
+    """(n,) each battle's weight in the fit: 1/√(size of its group among these battles),
+    scaled so the weights sum to n."""
     if len(groups) == 0:
         return np.zeros(0)
     _, inverse, counts = np.unique(groups, return_inverse=True, return_counts=True)
-    return 1.0 / np.sqrt(counts[inverse].astype(np.float64))
+    weights = 1.0 / np.sqrt(counts[inverse].astype(np.float64))
+    return weights * (len(groups) / weights.sum())
 
 
 def dedup_summary(groups: NDArray[np.integer], source: str) -> dict[str, object]:
     """What a snapshot records about the down-weighting: the rule, its parameters, and how
     many battles it touched."""
-    _, counts = np.unique(groups, return_counts=True)
+    _, inverse, counts = np.unique(groups, return_inverse=True, return_counts=True)
     grouped = counts > 1
     weights = group_weights(groups)
+    n = max(len(groups), 1)
     return {
         "rule": WEIGHT_RULE,
         "groups_from": source,
@@ -143,6 +150,9 @@ def dedup_summary(groups: NDArray[np.integer], source: str) -> dict[str, object]
         "groups_of_several": int(grouped.sum()),
         "battles_grouped": int(counts[grouped].sum()),
         "largest_group": int(counts.max()) if len(counts) else 0,
-        "effective_battles": round(float(weights.sum()), 2),
+        # What the battles in groups of several are of all battles, and of the fit's weight.
+        "grouped_share_of_battles": round(float(grouped[inverse].sum()) / n, 4),
+        "grouped_share_of_fit": round(float(weights[grouped[inverse]].sum()) / n, 4),
         "min_weight": round(float(weights.min()), 4) if len(weights) else None,
+        "max_weight": round(float(weights.max()), 4) if len(weights) else None,
     }

@@ -29,7 +29,7 @@ class RatingSnapshot(models.Model):
     # reasons and the votes they left out. Published with the table.
     exclusions = models.JSONField(default=dict)
     # How near-duplicate prompts were down-weighted (arena/battles/prompt_groups.py): the
-    # rule, its parameters, the battles grouped and the effective number of battles; {} when
+    # rule, its parameters, the battles grouped and their share of the fit's weight; {} when
     # every battle weighed 1.
     dedup = models.JSONField(default=dict)
     # Fitted parameters with their model order, to warm-start the next refit.

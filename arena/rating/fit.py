@@ -251,11 +251,14 @@ def bootstrap(design: Design, theta: Array, *, rounds: int, seed: int) -> tuple[
 
 
 def sandwich_covariance(design: Design, theta: Array) -> Array:
-    """Robust covariance H⁻¹ B H⁻¹, B = Σ w·(p − y)²·x xᵀ: honest when the model is wrong
-    (voters disagree more than Bradley–Terry says) or battles are not independent."""
+    """Robust covariance H⁻¹ B H⁻¹, B = Σ w²·(p − y)²·x xᵀ: honest when the model is wrong
+    (voters disagree more than Bradley–Terry says) or battles are not independent. Weights
+    are importance weights here (a battle down-weighted as a near duplicate is still one
+    observation): w² in the meat, so scaling every weight leaves the intervals as they are,
+    and unit weights give the plain sandwich."""
     eta = design.linear_predictor(theta)
     residual = expit(eta) - design.y
-    meat = outer_sum(design.weight * residual**2, design)
+    meat = outer_sum(design.weight**2 * residual**2, design)
     bread = np.linalg.inv(hessian(theta, design))
     return bread @ meat @ bread
 

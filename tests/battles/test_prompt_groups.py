@@ -51,18 +51,28 @@ def test_groups_do_not_depend_on_the_order_of_the_prompts():
     np.testing.assert_array_equal(same_group, backward[:, None] == backward[None, :])
 
 
-def test_each_battle_of_a_group_of_g_weighs_one_over_root_g():
+def test_each_battle_of_a_group_of_g_weighs_in_proportion_to_one_over_root_g():
     groups = np.array([7] * 50 + list(range(100, 110)))
     weights = group_weights(groups)
-    np.testing.assert_allclose(weights[:50], 1 / np.sqrt(50))
-    np.testing.assert_allclose(weights[50:], 1.0)
-    # 50 copies count as √50 ≈ 7.07 battles: fewer than 10 distinct prompts.
-    assert weights[:50].sum() == pytest.approx(np.sqrt(50))
+    # 50 copies weigh as much as √50 ≈ 7.07 distinct prompts: less than the 10 here.
+    assert weights[:50].sum() / weights[50:].sum() == pytest.approx(np.sqrt(50) / 10)
+    np.testing.assert_allclose(weights[:50], weights[0])
+    np.testing.assert_allclose(weights[50:], weights[50])
+    assert weights.sum() == pytest.approx(60)  # as many battles' worth as there are battles
     summary = dedup_summary(groups, "database")
     assert summary["battles_grouped"] == 50 and summary["groups_of_several"] == 1
     assert summary["largest_group"] == 50
-    assert summary["effective_battles"] == pytest.approx(10 + np.sqrt(50), abs=0.01)
-    assert summary["rule"] == "1/sqrt(group size)"
+    assert summary["grouped_share_of_battles"] == pytest.approx(50 / 60, abs=1e-4)
+    assert summary["grouped_share_of_fit"] == pytest.approx(
+        np.sqrt(50) / (np.sqrt(50) + 10), abs=1e-4
+    )
+    assert summary["rule"].startswith("1/sqrt(group size)")
+
+
+def test_prompts_asked_equally_often_keep_weight_one():
+    np.testing.assert_allclose(group_weights(np.array([3] * 40)), 1.0)
+    np.testing.assert_allclose(group_weights(np.repeat(np.arange(12), 8)), 1.0)
+    np.testing.assert_allclose(group_weights(np.arange(5)), 1.0)
 
 
 def test_the_count_given_must_be_the_number_of_prompts():

@@ -204,15 +204,16 @@ def test_fifty_near_copies_of_a_prompt_do_not_outweigh_ten_distinct_prompts(spam
     call_command("battles", "categorize", stdout=out)
     assert "60 prompts into 11 groups (50 in groups of several)" in out.getvalue()
 
-    # Grouped: the 50 weigh 1/√50 each, √50 ≈ 7.07 battles against 10, so `varied` leads by
-    # 400·log10(10/√50) ≈ 60.2 points.
+    # Grouped: the 50 weigh as much as √50 ≈ 7.07 distinct prompts against 10, so `varied`
+    # leads by 400·log10(10/√50) ≈ 60.2 points.
     after = ratings("--no-style")
     assert gap(after, "varied", "spam") == pytest.approx(400 * np.log10(10 / np.sqrt(50)), abs=1)
     assert after["n_battles"] == 60  # battles, whatever they weigh
     assert after["dedup"]["battles_grouped"] == 50
-    assert after["dedup"]["effective_battles"] == pytest.approx(10 + np.sqrt(50), abs=0.01)
+    share = np.sqrt(50) / (np.sqrt(50) + 10)  # of the fit's weight, the 50 copies hold 41 %
+    assert after["dedup"]["grouped_share_of_fit"] == pytest.approx(share, abs=1e-4)
     snapshot = RatingSnapshot.objects.filter(source="command").first()
-    assert snapshot.dedup["rule"] == "1/sqrt(group size)" and snapshot.n_battles == 60
+    assert snapshot.dedup["rule"].startswith("1/sqrt(group size)") and snapshot.n_battles == 60
     assert snapshot.analyses["votes_per_model"] == {"spam": 60, "varied": 60}
 
     # The live board is down-weighted the same way; --no-dedup weighs every battle 1.

@@ -1,4 +1,4 @@
-"""Per-battle weights: a battle of weight 2 is that battle twice, everywhere in the fit."""
+"""Per-battle weights: a battle of weight 2 gives the estimate of that battle twice."""
 
 import numpy as np
 import pytest
@@ -67,3 +67,15 @@ def test_a_weight_of_zero_is_the_battle_left_out():
 def test_bad_weights_are_refused(weight):
     with pytest.raises(BattleDataError):
         Battles.build(["x", "y"], ["y", "x"], ["model_a", "tie"], weight=weight)
+
+
+def test_scaling_every_weight_leaves_scores_and_sandwich_intervals_as_they_are(small):
+    # Weights say how much battles count against each other: the same weights times 3 are
+    # the same fit (up to the tiny L2 penalty), and the same intervals.
+    weight = np.random.default_rng(4).uniform(0.2, 2.0, small.n_rows)
+    one = fit_ratings(small.reweighted(weight), ci="sandwich")
+    three = fit_ratings(small.reweighted(3 * weight), ci="sandwich")
+    for score in one.scores:
+        other = three.score_of(score.model)
+        assert other.score == pytest.approx(score.score, abs=0.05)
+        assert other.ci_high - other.ci_low == pytest.approx(score.ci_high - score.ci_low, rel=1e-3)

@@ -116,9 +116,10 @@ class Command(BaseCommand):
         self._print_table(main, raw if styled else None, analyses)
         if dedup and dedup.get("battles_grouped"):
             self.stdout.write(
-                f"\nnear-duplicate prompts: {dedup['battles_grouped']:,} battles in "
-                f"{dedup['groups_of_several']:,} groups weighted {dedup['rule']} "
-                f"(the fit counts {dedup['effective_battles']:,} battles' worth)"
+                f"\nnear-duplicate prompts: {dedup['battles_grouped']:,} battles "
+                f"({dedup['grouped_share_of_battles']:.0%}) in {dedup['groups_of_several']:,} "
+                f"groups, weighted {dedup['rule']}: they hold "
+                f"{dedup['grouped_share_of_fit']:.0%} of the fit's weight"
             )
 
     def _print_table(
