@@ -128,7 +128,11 @@ _CODE_WORDS = (
 )
 _LANGUAGE_WORD = re.compile(rf"(?<![\w+#])({_LANGUAGES})(?![\w+#])", re.IGNORECASE)
 _CODE_WORD = re.compile(rf"\b({_CODE_WORDS})s?\b", re.IGNORECASE)
-_INLINE_CODE = re.compile(r"`[^`\n]*(\(\)|[=.;{}\[\]<>]|::|->)[^`\n]*`")
+# Inline code: a span of at most 200 characters between backticks, then a look for code
+# punctuation inside it (one pattern for both backtracks quadratically on "`" + "." * n).
+_INLINE_SPAN = re.compile(r"`([^`\n]{1,200})`")
+_CODE_PUNCTUATION = re.compile(r"\(\)|[=.;{}\[\]<>]|::|->")
+INLINE_SPANS_READ = 100
 
 _LATEX = re.compile(
     r"\\(frac|int|sum|prod|sqrt|lim|infty|alpha|beta|theta|pi|sigma|cdot|times|leq|geq|"
@@ -208,11 +212,20 @@ class RuleCategorizer:
 
 
 def is_coding(text: str) -> bool:
-    if _FENCE.search(text) or _INLINE_CODE.search(text):
+    if _FENCE.search(text) or _inline_code(text):
         return True
     if len(_CODE_LINE.findall(text)) >= 1 and _CODE_WORD.search(text):
         return True
     return bool(_LANGUAGE_WORD.search(text) and _CODE_WORD.search(text))
+
+
+def _inline_code(text: str) -> bool:
+    for i, span in enumerate(_INLINE_SPAN.finditer(text)):
+        if i >= INLINE_SPANS_READ:
+            return False
+        if _CODE_PUNCTUATION.search(span.group(1)):
+            return True
+    return False
 
 
 def is_math(text: str) -> bool:

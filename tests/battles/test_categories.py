@@ -1,5 +1,7 @@
 """The rule-based category tags of a prompt, and the rules' bounds on hostile prompts."""
 
+import time
+
 import pytest
 
 from arena.battles.categories import (
@@ -86,10 +88,35 @@ def test_tags_are_stored_so_one_category_is_a_plain_substring():
 
 @pytest.mark.parametrize(
     "hostile",
-    ["`" * 200_000, "$" * 200_000, "\\frac" * 50_000, "write " * 50_000, "```\n" * 50_000],
+    [
+        "`" * 200_000,
+        "$" * 200_000,
+        "\\frac" * 50_000,
+        "write " * 50_000,
+        "```\n" * 50_000,
+        "`" + "." * 200_000,  # took 8.6 s with one pattern for inline code (quadratic)
+        "`." * 100_000,
+        "a=" + "b(" * 100_000,
+    ],
 )
 def test_hostile_prompts_are_read_in_bounded_pieces(hostile):
-    # Every rule reads a bounded prefix with linear patterns: these return (no catastrophic
-    # backtracking), and a huge prompt is a long query however the tokens are spelled.
-    result = RULES.categorize(hostile)
-    assert "long_query" in result.tags
+    # Every rule reads a bounded prefix, and a huge prompt is a long query however its
+    # tokens are spelled.
+    assert "long_query" in RULES.categorize(hostile).tags
+
+
+@pytest.mark.parametrize("unit", ["`" + ".", "a=" + "b(", "write ", "$x"])
+def test_the_rules_cost_grows_linearly_with_the_prompt(unit):
+    # Eight times the text must cost well under 64 times the time (what a quadratic pattern
+    # costs: one pattern for inline code took 8.6 s on "`" + 30,000 dots). The repeated
+    # unit's first characters start the text once; the rest repeats its tail.
+    def cpu(length: int) -> float:
+        text = unit + unit[-1] * length
+        best = float("inf")
+        for _ in range(5):
+            started = time.process_time()
+            RULES.categorize(text)
+            best = min(best, time.process_time() - started)
+        return max(best, 1e-4)
+
+    assert cpu(16_000) < 32 * cpu(2_000)
