@@ -108,7 +108,8 @@ def battles_categorize(
 def prompt_groups_refresh() -> dict[str, int]:
     """Group every battle's prompt with its near duplicates (prompt_groups.py) and store each
     battle's group as the key of the group's oldest prompt. Memory: the battles' ids and 8
-    band keys a battle (about 100 bytes each); only changed rows are written."""
+    band keys a battle (about 200 bytes each with the Python objects); only changed rows are
+    written."""
     total = Battle.objects.count()
     ids: list[str] = []
     keys = np.empty((total, BANDS), dtype=np.uint64)
