@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from arena.battles.categories import CATEGORIES
 from arena.battles.models import VoterExclusion
-from arena.battles.prompt_groups import dedup_summary, group_weights
+from arena.battles.prompt_groups import dedup_weights
 from arena.battles.selectors import exclusions_in_force, exclusions_summary, votes_in_fit
 from arena.battles.services import voter_exclude, voter_key_resolve
 from arena.leaderboard.inputs import counted_battles_grouped, votes_in_category
@@ -107,8 +107,8 @@ def snapshot_unsaved(
     counted = battles
     dedup: dict[str, Any] = {}
     if groups is not None:
-        dedup = dedup_summary(groups, groups_from)
-        battles = battles.reweighted(group_weights(groups))
+        weights, dedup = dedup_weights(groups, groups_from)
+        battles = battles.reweighted(weights)
 
     def start(kind: str) -> np.ndarray | None:
         return np.asarray(warm[kind]) if kind in warm else None

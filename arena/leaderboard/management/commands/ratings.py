@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from arena.battles.categories import CATEGORIES
 from arena.battles.export import ExportFormatError
-from arena.battles.prompt_groups import dedup_summary, group_weights
+from arena.battles.prompt_groups import dedup_weights
 from arena.battles.selectors import exclusions_summary
 from arena.leaderboard.inputs import battles_grouped_from_file, counted_battles_grouped
 from arena.leaderboard.services import (
@@ -71,8 +71,8 @@ class Command(BaseCommand):
                 assert battles is not None
                 counted = battles
                 if not options["no_dedup"]:
-                    dedup = dedup_summary(groups, "file")
-                    battles = battles.reweighted(group_weights(groups))
+                    weights, dedup = dedup_weights(groups, "file")
+                    battles = battles.reweighted(weights)
                 styled = fit_ratings(battles, style=True, **fit) if style else None
                 raw = fit_ratings(battles.without_style(), style=False, **fit)
                 analyses = analyses_of(counted)
