@@ -120,7 +120,8 @@ def show_job(job: dict[str, Any]) -> str:
 def show_leaderboard(board: dict[str, Any], *, raw: bool) -> str:
     table = board["raw"] if raw or not board.get("style_controlled") else board["style_controlled"]
     kind = "raw" if table is board["raw"] else "style-controlled"
-    lines = [f"{board['phase']} leaderboard ({kind}, {board['n_battles']} battles)"]
+    category = f", {board['category']} only" if board.get("category") else ""
+    lines = [f"{board['phase']} leaderboard ({kind}{category}, {board['n_battles']} battles)"]
     for row in table["scores"]:
         mark = "  <- you" if row["model"] == board.get("own_model") else ""
         lines.append(
@@ -297,6 +298,11 @@ def main(argv: list[str] | None = None) -> int:
     standings = commands.add_parser("leaderboard", help="the leaderboard you were given")
     standings.add_argument("--phase", help="the phase (default: the latest you were given)")
     standings.add_argument("--raw", action="store_true", help="without style control")
+    standings.add_argument(
+        "--category",
+        help="only battles of one category: coding, math, creative_writing, "
+        "instruction_following, long_query, multi_turn, non_english, hard",
+    )
     standings.add_argument("--json", action="store_true")
     evals = commands.add_parser("evals", help="evaluate your checkpoints on proxy benchmarks")
     evals.add_argument("--json", action="store_true")
@@ -422,8 +428,9 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "journal":
             journal_command(args)
         elif args.command == "leaderboard":
-            query = f"?phase={urllib.parse.quote(args.phase)}" if args.phase else ""
-            result = call("GET", f"/leaderboard{query}")
+            asked = {"phase": args.phase, "category": args.category}
+            query = urllib.parse.urlencode({k: v for k, v in asked.items() if v})
+            result = call("GET", f"/leaderboard{'?' + query if query else ''}")
             print(json.dumps(result) if args.json else show_leaderboard(result, raw=args.raw))
         elif args.action == "register":
             result = call("POST", "/checkpoints", {

@@ -28,6 +28,15 @@ _PHASE_PARAMETER = {
     "schema": {"type": "string"},
 }
 
+_CATEGORY_PARAMETER = {
+    "name": "category",
+    "in": "query",
+    "required": False,
+    "description": "only battles whose prompt has this tag: coding, math, creative_writing, "
+    "instruction_following, long_query, multi_turn, non_english or hard",
+    "schema": {"type": "string"},
+}
+
 OPENAPI: dict[str, Any] = {
     "openapi": "3.1.0",
     "info": {
@@ -426,15 +435,20 @@ OPENAPI: dict[str, Any] = {
             "get": {
                 "operationId": "leaderboard",
                 "summary": "a phase's leaderboard, style-controlled and raw, with intervals, once "
-                "the feedback policy gives it to you",
-                "parameters": [_PHASE_PARAMETER],
+                "the feedback policy gives it to you; of one category's battles with ?category=",
+                "parameters": [_PHASE_PARAMETER, _CATEGORY_PARAMETER],
                 "responses": {
                     "200": _reply(
                         "the leaderboard tables and your model's name", {"type": "object"}
                     ),
                     **_ERRORS,
+                    "400": _reply("an unknown category", _ERROR),
                     "403": _reply("no feedback for you (yet)", _ERROR),
-                    "404": _reply("the phase has no counted votes", _ERROR),
+                    "404": _reply(
+                        "the phase has no counted votes, or too few in the category "
+                        "(code too_few_battles)",
+                        _ERROR,
+                    ),
                 },
             },
         },

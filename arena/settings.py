@@ -324,3 +324,12 @@ EVALS_VLLM_GPU_MEMORY_UTILIZATION = env_float(
 SAFETY_JUDGE_MODEL = env_str("SAFETY_JUDGE_MODEL", "")
 SAFETY_JUDGE_BASE_URL = env_str("SAFETY_JUDGE_BASE_URL", "")
 SAFETY_JUDGE_API_KEY = env_str("SAFETY_JUDGE_API_KEY", "")
+# The optional judge of prompt categories (arena/battles/category_judge.py: hard prompts,
+# creative writing) that `manage.py battles categorize --judge` asks, through the API proxy by
+# default; no model named: rules only.
+ARENA_CATEGORY_JUDGE_MODEL = env_str("ARENA_CATEGORY_JUDGE_MODEL", "")
+ARENA_CATEGORY_JUDGE_BASE_URL = env_str("ARENA_CATEGORY_JUDGE_BASE_URL", "")
+ARENA_CATEGORY_JUDGE_API_KEY = env_str("ARENA_CATEGORY_JUDGE_API_KEY", "")
+# A category's leaderboard (/leaderboard/?category=..., `ratings --category`) needs at least
+# this many counted battles in it; below, it says how many it has instead of a table.
+ARENA_CATEGORY_MIN_BATTLES = env_int("ARENA_CATEGORY_MIN_BATTLES", 30, minimum=1)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from arena.battles.categories import CATEGORIES, categories_decode
 from arena.battles.style import (
     STYLE_VERSION,
     StyleFeatures,
@@ -93,9 +94,18 @@ def battle_export_rows(
             "judge": vote.voter_key,
             "phase": battle.phase,
             "targeted_round": battle.targeted_round_id,
-            "language": "",
             # The voter's prompts (Chatbot Arena's `turn`): 1, or more with follow-ups.
             "turn": battle.turns,
+            # langdetect's code of the prompt ("" when unsure), and its category tags in
+            # Chatbot Arena's field, one boolean per category (arena/battles/categories.py),
+            # with Arena-Hard's criteria when a judge read the prompt.
+            "language": battle.language,
+            "category_tag": _category_tag(battle),
+            # The near-duplicate group of the prompt (its normalised key when not grouped
+            # yet): `ratings --votes` down-weights a group's battles by it.
+            "prompt_group": battle.prompt_group
+            if battle.prompt_group is not None
+            else battle.prompt_key,
             "conv_metadata": {
                 # Sums over the whole conversation, every turn, as Chatbot Arena's are.
                 "sum_user_tokens": sum(count_tokens(turn.prompt) for turn in turns),
@@ -120,6 +130,15 @@ def battle_export_rows(
             "finish_reason_a": a.finish_reason,
             "finish_reason_b": b.finish_reason,
         }
+
+
+def _category_tag(battle: Any) -> dict[str, Any]:
+    tags = set(categories_decode(battle.categories))
+    tag: dict[str, Any] = {name: name in tags for name in CATEGORIES}
+    if battle.category_criteria:
+        tag["hard_criteria"] = battle.category_criteria
+    tag["categorized_by"] = battle.categorized_by
+    return tag
 
 
 def _answer_style(answer: Answer, turns: list[TurnRecord]) -> StyleFeatures:

@@ -106,6 +106,20 @@ class Battle(models.Model):
     kiosk = models.ForeignKey(
         KioskDevice, null=True, blank=True, on_delete=models.PROTECT, related_name="battles"
     )
+    # Category tags of the prompt (arena/battles/categories.py), stored as ",coding,math,"
+    # so one category is a substring filter on every database; "" before categorizing.
+    categories = models.CharField(max_length=200, blank=True, default="")
+    language = models.CharField(max_length=16, blank=True, default="")
+    # Who set `categories`: "rules" at creation, "judge:<model>" once a judge read the prompt,
+    # "" for a battle stored before categories existed (`battles categorize` fills those).
+    categorized_by = models.CharField(max_length=100, blank=True, default="")
+    # Arena-Hard's seven criteria as the judge answered them ({} until a judge has).
+    category_criteria = models.JSONField(default=dict, blank=True)
+    # The normalised prompt's 52-bit hash (prompt_groups.prompt_key), and the near-duplicate
+    # group it was put in by `battles categorize` (the group's first prompt's key; null until
+    # then, when the fit groups by `prompt_key`).
+    prompt_key = models.BigIntegerField(null=True, blank=True)
+    prompt_group = models.BigIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     generation_started_at = models.DateTimeField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)

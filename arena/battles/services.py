@@ -16,6 +16,13 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from arena.battles.categories import (
+    MULTI_TURN,
+    RuleCategorizer,
+    categories_decode,
+    categories_encode,
+    multi_turn,
+)
 from arena.battles.identity import revealed_identity
 from arena.battles.models import (
     Answer,
@@ -29,6 +36,7 @@ from arena.battles.models import (
     Vote,
     VoterExclusion,
 )
+from arena.battles.prompt_groups import prompt_key
 from arena.battles.selectors import identity_words
 from arena.battles.style import STYLE_VERSION, StyleFeatures, style_features, style_sum
 from arena.competition.selectors import arena_settings_current, phase_in_arena
@@ -90,6 +98,9 @@ def battle_create(
     prompt = _prompt_checked(prompt)
     rng = rng or random.SystemRandom()
     phase = phase_in_arena()
+    # Rules only (milliseconds, outside the locks below): a judge, if any, reads the prompt
+    # later (`battles categorize`). A battle starts with one user turn.
+    categories = RuleCategorizer().categorize(prompt, user_turns=1)
     with transaction.atomic():
         if kiosk is not None:
             _kiosk_rate_limit_check(kiosk)
@@ -109,6 +120,10 @@ def battle_create(
             phase=phase.label if phase is not None else "",
             targeted_round=targeted,
             kiosk=kiosk,
+            categories=categories_encode(categories.tags),
+            language=categories.language,
+            categorized_by=RuleCategorizer.name,
+            prompt_key=prompt_key(prompt),
         )
         Answer.objects.bulk_create(
             [
@@ -182,7 +197,12 @@ def follow_up_create(*, battle_id: str, prompt: str, voter_key: str, ip_hash: st
             _rate_limit_check(voter_key=voter_key, ip_hash=ip_hash)
         battle.turns += 1
         battle.state = Battle.State.CREATED
-        battle.save(update_fields=["turns", "state"])
+        changed = ["turns", "state"]
+        tags = set(categories_decode(battle.categories))
+        if multi_turn(battle.turns) and MULTI_TURN not in tags:  # its category from now on
+            battle.categories = categories_encode(tags | {MULTI_TURN})
+            changed.append("categories")
+        battle.save(update_fields=changed)
         return FollowUp.objects.create(battle=battle, turn=battle.turns, prompt=prompt)
 
 

@@ -35,6 +35,7 @@ from arena.battles.export import (
     SideStyle,
     parse_battle_line,
 )
+from arena.battles.prompt_groups import KEY_BITS, prompt_key
 from arena.rating.data import OUTCOME, Battles
 
 # One battle is well under a kilobyte, or tens of kilobytes with both conversations; a line
@@ -65,6 +66,9 @@ class BattleColumns:
     winner: NDArray[np.int8]  # (n,) index into WINNERS
     style_a: NDArray[np.float64] | None  # (n, 4) tokens, headers, list items, bold spans
     style_b: NDArray[np.float64] | None
+    # (n,) each battle's prompt group: the line's `prompt_group`, else the key of its first
+    # user message (normalised), else a group of its own (a negative number).
+    groups: NDArray[np.int64]
 
     def battles(self) -> Battles:
         return Battles.from_codes(
@@ -83,9 +87,12 @@ def battle_columns_from_file(
     style: bool,
     max_line_bytes: int = MAX_LINE_BYTES,
     workers: int | None = None,
+    category: str | None = None,
 ) -> BattleColumns:
     """Raises ExportFormatError naming the line of the first bad record (too long, not UTF-8,
     or refused by `parse_battle_line`). With `style`, every line must carry style metadata.
+    With `category`, only the lines tagged with it (`line_in_category`) are kept; every line
+    is still checked.
 
     JSON parsing is most of the time, so a big file is cut into `workers` byte ranges (by
     default one per core, up to `MAX_WORKERS`) read by forked processes; the columns are
@@ -96,12 +103,12 @@ def battle_columns_from_file(
     bounds = [size * i // workers for i in range(workers + 1)]
     ranges = list(zip(bounds, bounds[1:], strict=False))
     if workers == 1:
-        parts = [_read_range(path, 0, size, style, max_line_bytes)]
+        parts = [_read_range(path, 0, size, style, max_line_bytes, category)]
     else:
         context = multiprocessing.get_context("fork")
         with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
             futures = [
-                pool.submit(_read_range, path, begin, end, style, max_line_bytes)
+                pool.submit(_read_range, path, begin, end, style, max_line_bytes, category)
                 for begin, end in ranges
             ]
             parts = [future.result() for future in futures]
@@ -128,11 +135,14 @@ class _Part:
     b: array
     winner: array
     counts: array
+    groups: array
     lines: int
     error: tuple[int, str] | None = None
 
 
-def _read_range(path: Path, begin: int, end: int, style: bool, max_line_bytes: int) -> _Part:
+def _read_range(
+    path: Path, begin: int, end: int, style: bool, max_line_bytes: int, category: str | None
+) -> _Part:
     """The lines that start in [begin, end)."""
     codes: dict[str, int] = {}
     a, b = array("i"), array("i")
@@ -140,10 +150,11 @@ def _read_range(path: Path, begin: int, end: int, style: bool, max_line_bytes: i
     # 8 a line: A's tokens, headers, lists, bold, then B's; as floats, as the fit takes them
     # (a count too big for a float is refused below, not wrapped around).
     counts = array("d")
+    groups = array("q")
     number = 0
 
     def part(error: tuple[int, str] | None = None) -> _Part:
-        return _Part(list(codes), a, b, winner, counts, number, error)
+        return _Part(list(codes), a, b, winner, counts, groups, number, error)
 
     with path.open("rb") as lines:
         position = begin
@@ -180,6 +191,9 @@ def _read_range(path: Path, begin: int, end: int, style: bool, max_line_bytes: i
                 except ExportFormatError as exc:
                     return part((number, str(exc).removeprefix(f"line {number}: ")))
             model_a, model_b, winner_code, side_counts = fields
+            if category is not None and not line_in_category(row, category):
+                continue
+            groups.append(_group_of(row))
             a.append(codes.setdefault(model_a, len(codes)))
             b.append(codes.setdefault(model_b, len(codes)))
             winner.append(winner_code)
@@ -200,6 +214,9 @@ def _joined(parts: list[_Part], style: bool) -> BattleColumns:
         a_parts.append(recode[np.frombuffer(part.a, dtype=np.int32)])
         b_parts.append(recode[np.frombuffer(part.b, dtype=np.int32)])
     winner = np.concatenate([np.frombuffer(part.winner, dtype=np.int8) for part in parts])
+    groups = np.concatenate([np.frombuffer(part.groups, dtype=np.int64) for part in parts])
+    ungrouped = groups < 0
+    groups[ungrouped] = -1 - np.flatnonzero(ungrouped)  # each a group of its own
     style_a = style_b = None
     if style:
         both = np.concatenate(
@@ -213,7 +230,68 @@ def _joined(parts: list[_Part], style: bool) -> BattleColumns:
         winner=winner,
         style_a=style_a,
         style_b=style_b,
+        groups=groups,
     )
+
+
+# Chatbot Arena's own tags (its clean battle export's `category_tag`), read when a line has
+# none of ours, so `ratings --votes --category` works on its files too.
+_ARENA_TAGS = {
+    "math": ("math_v0.1", "math"),
+    "instruction_following": ("if_v0.1", "if"),
+    "creative_writing": ("creative_writing_v0.1", "creative_writing"),
+}
+_HARD_CRITERIA_MIN = 6
+
+
+def line_in_category(row: Any, category: str) -> bool:
+    """Whether a battle line is tagged `category`: our export's `category_tag` (one boolean
+    per category) or, failing that, Chatbot Arena's fields (its `category_tag` entries, its
+    criteria for hard prompts, `turn` for multi-turn, `language` for non-English, the user's
+    tokens for a long query)."""
+    if type(row) is not dict:
+        return False
+    tag = row.get("category_tag")
+    tag = tag if type(tag) is dict else {}
+    if type(tag.get(category)) is bool:
+        return tag[category]
+    if category in _ARENA_TAGS:
+        group, key = _ARENA_TAGS[category]
+        entry = tag.get(group)
+        return type(entry) is dict and entry.get(key) is True
+    if category == "hard":
+        criteria = tag.get("criteria_v0.1")
+        if type(criteria) is not dict:
+            return False
+        return sum(value is True for value in criteria.values()) >= _HARD_CRITERIA_MIN
+    if category == "multi_turn":
+        turn = row.get("turn")
+        return type(turn) is int and turn > 1
+    if category == "non_english":
+        language = row.get("language")
+        return type(language) is str and language not in ("", "English", "en", "unknown")
+    if category == "long_query":
+        metadata = row.get("conv_metadata")
+        tokens = metadata.get("sum_user_tokens") if type(metadata) is dict else None
+        return type(tokens) is int and tokens >= 500
+    return False
+
+
+def _group_of(row: Any) -> int:
+    """The line's prompt group; -1: a group of its own. A line of ours always has the field
+    (null for a battle stored before prompt keys, which the database fit also leaves
+    alone); a line without it (another arena's) is grouped by its first user message."""
+    if type(row) is not dict:
+        return -1
+    if "prompt_group" in row:
+        group = row["prompt_group"]
+        return group if type(group) is int and 0 <= group < 1 << KEY_BITS else -1
+    conversation = row.get("conversation_a")
+    if type(conversation) is list and conversation and type(conversation[0]) is dict:
+        content = conversation[0].get("content")
+        if type(content) is str:
+            return prompt_key(content)
+    return -1
 
 
 Fields = tuple[str, str, int, tuple[int, ...]]

@@ -64,6 +64,17 @@ def battles_from_file(path: Path, *, style: bool) -> Battles:
     return battle_columns_from_file(path, style=style).battles()
 
 
+def battles_grouped_from_file(
+    path: Path, *, style: bool, category: str | None = None
+) -> tuple[Battles | None, NDArray[np.int64]]:
+    """The file's battles (those tagged `category`, if given; None when there are none) and
+    each one's prompt group, as `battles_from_file` reads them."""
+    columns = battle_columns_from_file(path, style=style, category=category)
+    if len(columns.winner) == 0:
+        return None, columns.groups
+    return columns.battles(), columns.groups
+
+
 # Rows fetched per round trip of the server-side cursor: big enough that the round trips do
 # not count, small enough that a chunk of Python tuples stays a few MB.
 FETCH_ROWS = 20_000
@@ -73,18 +84,38 @@ _WINNER_INDEX = {winner: i for i, winner in enumerate(WINNERS)}
 _OUTCOME_OF_INDEX = np.array([OUTCOME[winner] for winner in WINNERS])
 
 
-def counted_battles(*, phase: str | None = None) -> tuple[Battles | None, datetime | None]:
-    """Every vote in the fit (of one phase's battles, if given: see `votes_in_fit`) as a battle,
-    and the newest vote's time (None: no votes yet).
+def votes_in_category(*, phase: str | None = None, category: str | None = None) -> QuerySet:
+    """The votes in the fit (`votes_in_fit`), of battles tagged `category` if given."""
+    votes = votes_in_fit(phase=phase)
+    if category:
+        votes = votes.filter(battle__categories__contains=f",{category},")
+    return votes
+
+
+def counted_battles(
+    *, phase: str | None = None, category: str | None = None
+) -> tuple[Battles | None, datetime | None]:
+    """`counted_battles_grouped` without the prompt groups."""
+    battles, _, last_vote_at = counted_battles_grouped(phase=phase, category=category)
+    return battles, last_vote_at
+
+
+def counted_battles_grouped(
+    *, phase: str | None = None, category: str | None = None
+) -> tuple[Battles | None, NDArray[np.int64] | None, datetime | None]:
+    """Every vote in the fit (of one phase's battles, if given: see `votes_in_fit`; of the
+    battles tagged `category`, if given) as a battle, each battle's prompt group (its
+    near-duplicate group's key, else its normalised prompt's key, else a group of its own:
+    `arena/battles/prompt_groups.py`), and the newest vote's time (None: no votes yet).
 
     One query reads only integers — both sides' contestant ids, the winner's index and the
     style totals, summed by the database from the stored counts — through a server-side
     cursor into numpy arrays: no model instances, no per-vote Python objects kept, no list of
     battle ids sent back. A million votes take a few seconds and tens of MB."""
-    votes = votes_in_fit(phase=phase)
+    votes = votes_in_category(phase=phase, category=category)
     last_vote_at = votes.aggregate(last=Max("created_at"))["last"]
     if last_vote_at is None:
-        return None, None
+        return None, None, None
     # Votes committed after `last_vote_at` was read wait for the next fit, so the time this
     # returns is that of the newest vote fitted.
     columns = {
@@ -95,6 +126,10 @@ def counted_battles(*, phase: str | None = None) -> tuple[Battles | None, dateti
         **_style_totals("a"),
         "tokens_b": Cast("side_b__tokens", FloatField()),
         **_style_totals("b"),
+        # 52-bit keys: exact in a float8 (-1: a battle stored before prompt keys existed).
+        "prompt_group": Cast(
+            Coalesce("battle__prompt_group", "battle__prompt_key", Value(-1)), FloatField()
+        ),
     }
     rows = (
         votes.filter(created_at__lte=last_vote_at)
@@ -107,14 +142,14 @@ def counted_battles(*, phase: str | None = None) -> tuple[Battles | None, dateti
         .annotate(**columns)
         .values_list(*columns)
     )
-    # (n, 11) floats: ids and indexes are exact in a float64, and the style totals are floats
-    # already (a count may be stored as 3.0).
+    # (n, 12) floats: ids, indexes and keys are exact in a float64, and the style totals are
+    # floats already (a count may be stored as 3.0).
     if connection.vendor == "postgresql":
         table = _table_by_copy(rows, len(columns))
     else:
         table = _table_by_rows(rows, len(columns))
     if len(table) == 0:
-        return None, None
+        return None, None, None
     # Contestants are rated under their display names, as the export names them.
     contestant_ids, codes = np.unique(table[:, :2].astype(np.int64), return_inverse=True)
     names_of = dict(
@@ -132,7 +167,10 @@ def counted_battles(*, phase: str | None = None) -> tuple[Battles | None, dateti
         style_a=table[:, 3:7],
         style_b=table[:, 7:11],
     )
-    return battles, last_vote_at
+    groups = table[:, 11].astype(np.int64)
+    unkeyed = groups < 0
+    groups[unkeyed] = -1 - np.flatnonzero(unkeyed)  # each a group of its own
+    return battles, groups, last_vote_at
 
 
 def _table_by_rows(rows: QuerySet, width: int) -> NDArray[np.float64]:

@@ -16,6 +16,9 @@ class RatingSnapshot(models.Model):
     n_battles = models.PositiveIntegerField()
     # The phase whose battles were fitted; blank: every counted vote.
     phase = models.CharField(max_length=50, blank=True, db_index=True)
+    # The category whose battles were fitted (arena/battles/categories.py); blank: every
+    # battle. The public board and a phase's published table are never a category's.
+    category = models.CharField(max_length=40, blank=True, db_index=True)
     # The newest counted vote included: a live snapshot is stale once a newer vote exists.
     last_vote_at = models.DateTimeField(null=True, blank=True)
     ci_method = models.CharField(max_length=16, blank=True)
@@ -25,6 +28,10 @@ class RatingSnapshot(models.Model):
     # The voter exclusions in force when fitted (arena.battles.VoterExclusion): ids, kinds,
     # reasons and the votes they left out. Published with the table.
     exclusions = models.JSONField(default=dict)
+    # How near-duplicate prompts were down-weighted (arena/battles/prompt_groups.py): the
+    # rule, its parameters, the battles grouped and their share of the fit's weight; {} when
+    # every battle weighed 1.
+    dedup = models.JSONField(default=dict)
     # Fitted parameters with their model order, to warm-start the next refit.
     warm_start = models.JSONField(default=dict)
 

@@ -4,10 +4,11 @@ from arena.leaderboard.models import RatingSnapshot
 
 
 def snapshot_latest(
-    *, source: str | None = None, phase: str | None = None
+    *, source: str | None = None, phase: str | None = None, category: str = ""
 ) -> RatingSnapshot | None:
-    """The newest snapshot, of one source and/or one phase's battles (phase="" is all phases)."""
-    snapshots = RatingSnapshot.objects.all()
+    """The newest snapshot, of one source and/or one phase's battles (phase="" is all phases),
+    of every battle or of one category's (`category`)."""
+    snapshots = RatingSnapshot.objects.filter(category=category)
     if source is not None:
         snapshots = snapshots.filter(source=source)
     if phase is not None:
@@ -20,7 +21,9 @@ def global_snapshot_latest() -> RatingSnapshot | None:
     when the phase closes) covers a subset of the votes and must never stand in for it."""
     return (
         RatingSnapshot.objects.filter(
-            phase="", source__in=[RatingSnapshot.Source.LIVE, RatingSnapshot.Source.COMMAND]
+            phase="",
+            category="",
+            source__in=[RatingSnapshot.Source.LIVE, RatingSnapshot.Source.COMMAND],
         )
         .order_by("-created_at", "-id")
         .first()

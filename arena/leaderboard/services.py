@@ -10,14 +10,17 @@ from typing import Any
 import numpy as np
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Count, Max
 from django.utils import timezone
 
+from arena.battles.categories import CATEGORIES
 from arena.battles.models import VoterExclusion
+from arena.battles.prompt_groups import dedup_weights
 from arena.battles.selectors import exclusions_in_force, exclusions_summary, votes_in_fit
 from arena.battles.services import voter_exclude, voter_key_resolve
-from arena.leaderboard.inputs import counted_battles
+from arena.leaderboard.inputs import counted_battles_grouped, votes_in_category
 from arena.leaderboard.models import RatingSnapshot, RefitLease
 from arena.leaderboard.screening import voter_screening
 from arena.rating import Battles, RatingResult, fit_ratings, longer_answer_wins
@@ -90,12 +93,22 @@ def snapshot_unsaved(
     last_vote_at: Any = None,
     warm_start: dict[str, Any] | None = None,
     phase: str = "",
+    category: str = "",
     exclusions: dict[str, Any] | None = None,
+    groups: np.ndarray | None = None,
+    groups_from: str = "database",
 ) -> tuple[RatingSnapshot, RatingResult | None, RatingResult]:
     """Fit style-controlled (when asked) and raw ratings into a snapshot not yet saved, so
     the fit — the slow part — runs outside any transaction. `exclusions` is what the snapshot
-    publishes about excluded voters (`exclusions_summary`); battles from a file have none."""
+    publishes about excluded voters (`exclusions_summary`); battles from a file have none.
+    `groups` (one prompt group per battle) down-weights near-duplicate prompts in the fit
+    (`prompt_groups.group_weights`); the analyses count every battle as one."""
     warm = warm_start if warm_start and warm_start.get("models") == battles.models else {}
+    counted = battles
+    dedup: dict[str, Any] = {}
+    if groups is not None:
+        weights, dedup = dedup_weights(groups, groups_from)
+        battles = battles.reweighted(weights)
 
     def start(kind: str) -> np.ndarray | None:
         return np.asarray(warm[kind]) if kind in warm else None
@@ -108,13 +121,15 @@ def snapshot_unsaved(
     snapshot = RatingSnapshot(
         source=source,
         phase=phase,
-        n_battles=battles.n_battles,
+        category=category,
+        n_battles=battles.n_rows,
         last_vote_at=last_vote_at,
         ci_method=ci,
         style=result_table(styled) if styled else None,
         raw=result_table(raw),
-        analyses=analyses_of(battles),
+        analyses=analyses_of(counted),
         exclusions=exclusions or {},
+        dedup=dedup,
         warm_start={
             "models": battles.models,
             "raw": raw.theta.tolist(),
@@ -182,11 +197,12 @@ def leaderboard_refresh(*, holder: str) -> RatingSnapshot | None:
         if not _live_refit_due(latest):
             return None
         exclusions = exclusions_summary()
-        battles, last_vote_at = counted_battles()
+        battles, groups, last_vote_at = counted_battles_grouped()
         if battles is None:
             return None
         snapshot, _, _ = snapshot_unsaved(
             battles,
+            groups=groups,
             exclusions=exclusions,
             source=RatingSnapshot.Source.LIVE,
             ci="sandwich",  # one fit, milliseconds: fast enough to refit every second
@@ -223,7 +239,7 @@ def refit_lease_release(*, token: str) -> None:
 
 
 def _live_snapshot_latest() -> RatingSnapshot | None:
-    return RatingSnapshot.objects.filter(source=RatingSnapshot.Source.LIVE).first()
+    return RatingSnapshot.objects.filter(source=RatingSnapshot.Source.LIVE, category="").first()
 
 
 def _live_refit_due(latest: RatingSnapshot | None) -> bool:
@@ -248,7 +264,7 @@ def _live_refit_due(latest: RatingSnapshot | None) -> bool:
 
 
 def _live_snapshots_prune() -> None:
-    live = RatingSnapshot.objects.filter(source=RatingSnapshot.Source.LIVE)
+    live = RatingSnapshot.objects.filter(source=RatingSnapshot.Source.LIVE, category="")
     kept = list(
         live.order_by("-created_at", "-id").values_list("pk", flat=True)[:LIVE_SNAPSHOTS_KEPT]
     )
@@ -261,11 +277,12 @@ def phase_leaderboard_fit(
     """Fit one phase's counted votes with bootstrap intervals and save the snapshot (None: the
     phase has no counted votes yet). What organizers publish and agents receive as feedback."""
     exclusions = exclusions_summary(phase=phase)
-    battles, last_vote_at = counted_battles(phase=phase)
+    battles, groups, last_vote_at = counted_battles_grouped(phase=phase)
     if battles is None:
         return None
     snapshot, _, _ = snapshot_fit(
         battles,
+        groups=groups,
         exclusions=exclusions,
         source=RatingSnapshot.Source.PHASE,
         ci="bootstrap",
@@ -274,6 +291,82 @@ def phase_leaderboard_fit(
         last_vote_at=last_vote_at,
         phase=phase,
     )
+    return snapshot
+
+
+class CategoryUnknown(ValueError):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"unknown category {name!r}: one of {', '.join(CATEGORIES)}")
+        self.name = name
+
+
+class CategoryTooSmall(Exception):
+    """Too few battles in a category for a table worth showing."""
+
+    def __init__(self, category: str, n_battles: int, minimum: int) -> None:
+        super().__init__(
+            f"the {category} category has {n_battles} counted "
+            f"battle{'' if n_battles == 1 else 's'}; a table needs at least {minimum}"
+        )
+        self.category = category
+        self.n_battles = n_battles
+        self.minimum = minimum
+
+
+def category_check(name: str) -> str:
+    """`name` if it is a category, else CategoryUnknown (a usage error for every caller)."""
+    if name not in CATEGORIES:
+        raise CategoryUnknown(name)
+    return name
+
+
+def category_minimum() -> int:
+    return settings.ARENA_CATEGORY_MIN_BATTLES
+
+
+def category_leaderboard(*, category: str, phase: str = "") -> RatingSnapshot:
+    """The table of one category's battles (of one phase's, if given): the newest such
+    snapshot when no vote in the category arrived since (or it is under a second old), else a
+    new fit, saved. Every counted vote is read; the public board's rules apply (exclusions,
+    leaks, down-weighted near duplicates). A phase's table has bootstrap intervals, as the
+    phase's published one; the site-wide one sandwich intervals, as the live board.
+    Raises CategoryUnknown, or CategoryTooSmall under `ARENA_CATEGORY_MIN_BATTLES` battles."""
+    category_check(category)
+    watermark = votes_in_category(phase=phase or None, category=category).aggregate(
+        n=Count("pk"), last=Max("created_at")
+    )
+    minimum = category_minimum()
+    if watermark["n"] < minimum:
+        raise CategoryTooSmall(category, watermark["n"], minimum)
+    source = RatingSnapshot.Source.PHASE if phase else RatingSnapshot.Source.LIVE
+    cached = RatingSnapshot.objects.filter(source=source, phase=phase, category=category).first()
+    if cached is not None and (
+        (cached.n_battles == watermark["n"] and cached.last_vote_at == watermark["last"])
+        or timezone.now() - cached.created_at < timedelta(seconds=REFIT_MIN_INTERVAL_SECONDS)
+    ):
+        return cached
+    exclusions = exclusions_summary(phase=phase or None)
+    battles, groups, last_vote_at = counted_battles_grouped(phase=phase or None, category=category)
+    if battles is None:  # the votes went away between the two reads
+        raise CategoryTooSmall(category, 0, minimum)
+    snapshot, _, _ = snapshot_unsaved(
+        battles,
+        groups=groups,
+        exclusions=exclusions,
+        source=source,
+        ci="bootstrap" if phase else "sandwich",
+        bootstrap_rounds=200,
+        last_vote_at=last_vote_at,
+        warm_start=cached.warm_start if cached else None,
+        phase=phase,
+        category=category,
+    )
+    with transaction.atomic():
+        snapshot.save()
+        # One table per category and phase is enough: older ones are replaced.
+        RatingSnapshot.objects.filter(source=source, phase=phase, category=category).exclude(
+            pk=snapshot.pk
+        ).delete()
     return snapshot
 
 

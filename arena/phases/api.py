@@ -8,6 +8,12 @@ from django.http import HttpRequest, JsonResponse
 from agents.api import agent_api, error
 from agents.models import Agent
 from arena.competition.models import Phase
+from arena.leaderboard.services import (
+    CategoryTooSmall,
+    CategoryUnknown,
+    category_check,
+    category_leaderboard,
+)
 from arena.phases.selectors import (
     comparison_records,
     feedback_phase_for,
@@ -50,10 +56,23 @@ def votes(request: HttpRequest, agent: Agent) -> JsonResponse:
 
 @agent_api("GET")
 def leaderboard(request: HttpRequest, agent: Agent) -> JsonResponse:
+    category = request.GET.get("category", "")
+    if category:
+        try:
+            category_check(category)
+        except CategoryUnknown as exc:
+            return error(400, str(exc), "unknown_category")
     phase = _feedback_phase(request, agent)
     if isinstance(phase, JsonResponse):
         return phase
-    table = phase_leaderboard(phase)
+    if category:
+        try:
+            snapshot = category_leaderboard(category=category, phase=phase.label)
+        except CategoryTooSmall as exc:
+            return error(404, str(exc), "too_few_battles")
+        table = phase_leaderboard(phase, snapshot=snapshot)
+    else:
+        table = phase_leaderboard(phase)
     if table is None:
         return error(404, f"{phase.label} has no leaderboard yet (no counted votes)", "no_votes")
     return JsonResponse({**table, "own_model": own_model_name(agent_id=agent.pk, phase=phase)})

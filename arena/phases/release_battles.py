@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from huggingface_hub import DatasetCard, DatasetCardData
 
+from arena.battles.categories import CATEGORIES, HARD_CRITERIA
 from arena.battles.export import BOLD_KEYS, HEADER_KEYS, LIST_KEYS, write_battle_export
 
 JSONL_NAME = "battles.jsonl"
@@ -43,6 +44,23 @@ COLUMNS: tuple[tuple[str, pa.DataType, str], ...] = (
     ("targeted_round", pa.int64(), "the targeted round the battle belongs to (null: random pair)"),
     ("language", pa.string(), "the prompt's language, when known"),
     ("turn", pa.int64(), "the voter's prompts in the battle: 1, or more with follow-ups"),
+    (
+        "category_tag",
+        pa.struct(
+            [(name, pa.bool_()) for name in CATEGORIES]
+            + [
+                ("hard_criteria", pa.struct([(name, pa.bool_()) for name in HARD_CRITERIA])),
+                ("categorized_by", pa.string()),
+            ]
+        ),
+        "the prompt's categories, one boolean each (Chatbot Arena's field); Arena-Hard's "
+        "criteria when a judge read it, and who tagged it (rules, judge:<model>)",
+    ),
+    (
+        "prompt_group",
+        pa.int64(),
+        "the prompt's near-duplicate group: battles sharing it are down-weighted in the fit",
+    ),
     (
         "conv_metadata",
         pa.struct(

@@ -130,13 +130,18 @@ def comparison_records(rows: list[dict[str, Any]], own_model: str) -> list[dict[
     ]
 
 
-def phase_leaderboard(phase: Phase) -> dict[str, Any] | None:
-    """The phase's published leaderboard (style-controlled and raw, with intervals)."""
-    snapshot = snapshot_latest(source=RatingSnapshot.Source.PHASE, phase=phase.label)
+def phase_leaderboard(
+    phase: Phase, *, snapshot: RatingSnapshot | None = None
+) -> dict[str, Any] | None:
+    """The phase's published leaderboard (style-controlled and raw, with intervals), or the
+    table `snapshot` of the phase's battles holds (one category's)."""
+    if snapshot is None:
+        snapshot = snapshot_latest(source=RatingSnapshot.Source.PHASE, phase=phase.label)
     if snapshot is None:
         return None
     return {
         "phase": phase.label,
+        "category": snapshot.category or None,
         "computed_at": snapshot.created_at.isoformat(),
         "n_battles": snapshot.n_battles,
         "style_controlled": snapshot.style,

@@ -28,7 +28,9 @@ class Battles:
     b: NDArray[np.intp]  # (n,)
     outcome: NDArray[np.float64]  # (n,) 1 = A won, 0 = B won, 0.5 = tie
     style: NDArray[np.float64] | None  # (n, 4) (x_a - x_b) / (x_a + x_b + 1), not yet standardised
-    weight: NDArray[np.float64]  # (n,) how many battles each row stands for
+    # (n,) how much each row counts in the fit: a weight of 2 is the battle twice, 0.5 half a
+    # battle (near-duplicate prompts are down-weighted: arena/battles/prompt_groups.py).
+    weight: NDArray[np.float64]
 
     @property
     def n_battles(self) -> int:
@@ -47,8 +49,10 @@ class Battles:
         *,
         style_a: NDArray[np.float64] | None = None,
         style_b: NDArray[np.float64] | None = None,
+        weight: NDArray[np.float64] | Sequence[float] | None = None,
     ) -> Battles:
-        """`style_a`/`style_b` are (n, 4) raw totals per side: tokens, headers, list items, bold."""
+        """`style_a`/`style_b` are (n, 4) raw totals per side: tokens, headers, list items, bold.
+        `weight` (default 1 each) is how much each battle counts (finite, ≥ 0)."""
         if not (len(model_a) == len(model_b) == len(winner)):
             raise BattleDataError("model_a, model_b and winner must have the same length")
         if len(winner) == 0:
@@ -65,7 +69,7 @@ class Battles:
         except KeyError as exc:
             raise BattleDataError(f"unknown winner {exc.args[0]!r}") from None
         style = _style_of(style_a, style_b, len(winner))
-        return cls(models, a, b, outcome, style, np.ones(len(winner)))
+        return cls(models, a, b, outcome, style, _weight_of(weight, len(winner)))
 
     @classmethod
     def from_codes(
@@ -77,6 +81,7 @@ class Battles:
         *,
         style_a: NDArray[np.float64] | None = None,
         style_b: NDArray[np.float64] | None = None,
+        weight: NDArray[np.float64] | Sequence[float] | None = None,
     ) -> Battles:
         """`build` for columns already coded: `a`/`b` index `names` (which must be distinct),
         so a million battles never become a million Python strings. The result is the one
@@ -96,8 +101,30 @@ class Battles:
             row = int(np.flatnonzero(a_models == b_models)[0])
             raise BattleDataError(f"battle {row + 1} is {models[a_models[row]]!r} against itself")
         style = _style_of(style_a, style_b, len(outcome))
-        weight = np.ones(len(outcome))
-        return cls(models, a_models, b_models, np.asarray(outcome, np.float64), style, weight)
+        return cls(
+            models,
+            a_models,
+            b_models,
+            np.asarray(outcome, np.float64),
+            style,
+            _weight_of(weight, len(outcome)),
+        )
+
+    @property
+    def n_rows(self) -> int:
+        """The number of battles, whatever they weigh (`n_battles` is their total weight)."""
+        return len(self.outcome)
+
+    def reweighted(self, weight: NDArray[np.float64] | Sequence[float]) -> Battles:
+        """The same battles, each counting `weight` in the fit."""
+        return Battles(
+            self.models,
+            self.a,
+            self.b,
+            self.outcome,
+            self.style,
+            _weight_of(weight, len(self.outcome)),
+        )
 
     def without_style(self) -> Battles:
         return Battles(self.models, self.a, self.b, self.outcome, None, self.weight)
@@ -106,6 +133,19 @@ class Battles:
         """The same battles with every pair of sides exchanged."""
         style = None if self.style is None else -self.style
         return Battles(self.models, self.b, self.a, 1.0 - self.outcome, style, self.weight)
+
+
+def _weight_of(weight: object, n: int) -> NDArray[np.float64]:
+    if weight is None:
+        return np.ones(n)
+    w = np.asarray(weight, dtype=np.float64)
+    if w.shape != (n,):
+        raise BattleDataError(f"weight must have one value per battle ({n})")
+    if not np.all(np.isfinite(w)) or np.any(w < 0):
+        raise BattleDataError("weights must be finite and non-negative")
+    if not np.any(w > 0):
+        raise BattleDataError("every battle has weight 0: nothing to rate")
+    return w
 
 
 def style_difference(xa: NDArray[np.float64], xb: NDArray[np.float64]) -> NDArray[np.float64]:

@@ -184,7 +184,7 @@ def fit_ratings(
         style_controlled=style,
         ci_method=ci,
         confidence=confidence,
-        n_battles=battles.n_battles,
+        n_battles=int(np.count_nonzero(battles.weight)),  # battles, not their weight
         models=list(battles.models),
         scores=[
             ModelScore(
@@ -251,11 +251,14 @@ def bootstrap(design: Design, theta: Array, *, rounds: int, seed: int) -> tuple[
 
 
 def sandwich_covariance(design: Design, theta: Array) -> Array:
-    """Robust covariance H⁻¹ B H⁻¹, B = Σ w·(p − y)²·x xᵀ: honest when the model is wrong
-    (voters disagree more than Bradley–Terry says) or battles are not independent."""
+    """Robust covariance H⁻¹ B H⁻¹, B = Σ w²·(p − y)²·x xᵀ: honest when the model is wrong
+    (voters disagree more than Bradley–Terry says) or battles are not independent. Weights
+    are importance weights here (a battle down-weighted as a near duplicate is still one
+    observation): w² in the meat, so scaling every weight leaves the intervals as they are,
+    and unit weights give the plain sandwich."""
     eta = design.linear_predictor(theta)
     residual = expit(eta) - design.y
-    meat = outer_sum(design.weight * residual**2, design)
+    meat = outer_sum(design.weight**2 * residual**2, design)
     bread = np.linalg.inv(hessian(theta, design))
     return bread @ meat @ bread
 
@@ -365,12 +368,11 @@ def _scores(r: Array) -> Array:
     return scores
 
 
-def _battles_per_model(battles: Battles) -> NDArray[np.float64]:
-    m = battles.n_models
-    plus = np.bincount(battles.a, weights=battles.weight, minlength=m).astype(
-        np.float64, copy=False
-    )
-    return plus + np.bincount(battles.b, weights=battles.weight, minlength=m)
+def _battles_per_model(battles: Battles) -> NDArray[np.intp]:
+    """Battles each model played, whatever they weighed in the fit (a weight of 0 is a
+    battle left out)."""
+    m, played = battles.n_models, battles.weight > 0
+    return np.bincount(battles.a[played], minlength=m) + np.bincount(battles.b[played], minlength=m)
 
 
 def _rounded(values: dict[str, float] | None) -> dict[str, float] | None:

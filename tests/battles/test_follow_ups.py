@@ -74,6 +74,15 @@ def test_a_follow_up_reopens_the_battle_for_both_answers_and_no_vote_is_taken_me
     assert vote_record(battle_id=battle.pk, choice="b", voter_key=VOTER, ip_hash="ip").counted
 
 
+def test_a_second_prompt_makes_the_battle_multi_turn_and_keeps_its_other_categories():
+    battle = answered(started("Solve 2x + 3 = 7 for x."), "x = 2.", "x = 3.")
+    assert battle.categories == ",math,"
+    battle = follow_up(battle, "And 3x + 1 = 10?")
+    assert battle.categories == ",math,multi_turn,"
+    battle = follow_up(answered(battle, "3.", "4."), "Thanks. One more: 5x = 20?")
+    assert battle.categories == ",math,multi_turn,"
+
+
 def test_the_voter_has_at_most_max_turns_prompts_in_a_battle(settings):
     settings.ARENA_MAX_TURNS = 3
     battle = answered(started(), "1", "1")

@@ -23,6 +23,7 @@ from agents.services import (
     nomination_set,
     token_issue,
 )
+from arena.battles.models import Battle
 from arena.battles.services import vote_record
 from arena.competition.models import Phase
 from arena.phases.models import FeedbackBundle, PhaseContestant, PhaseTransition
@@ -155,7 +156,7 @@ def test_a_nomination_a_second_before_the_freeze_counts_and_one_a_second_after_i
 
 
 @pytest.mark.django_db
-def test_at_phase_two_budgets_reset_and_each_agent_gets_only_its_own_battles(agents):
+def test_at_phase_two_budgets_reset_and_each_agent_gets_only_its_own_battles(agents, settings):
     (ann, bob), sandboxes, backend = agents
     engine = Engine(cluster=backend, sandboxes=sandboxes)
     competition = plan(-timedelta(minutes=10))
@@ -210,6 +211,21 @@ def test_at_phase_two_budgets_reset_and_each_agent_gets_only_its_own_battles(age
         "eng_ann-phase-1", "eng_bob-phase-1", "reference-base",
     }  # fmt: skip
     assert all(row["ci_low"] <= row["score"] <= row["ci_high"] for row in board["raw"]["scores"])
+
+    # One category's table of the same phase: only its battles (ann's two, tagged math).
+    settings.ARENA_CATEGORY_MIN_BATTLES = 2
+    Battle.objects.filter(phase="phase-1", answers__contestant=ann_model).update(
+        categories=",math,"
+    )
+    math = api.get("/api/v1/leaderboard?category=math", headers=headers).json()
+    assert math["category"] == "math" and math["n_battles"] == 2
+    assert {row["model"] for row in math["raw"]["scores"]} == {"eng_ann-phase-1", "reference-base"}
+    too_few = api.get("/api/v1/leaderboard?category=coding", headers=headers)
+    assert too_few.status_code == 404 and too_few.json()["error"]["code"] == "too_few_battles"
+    assert "coding category has 0 counted battles" in too_few.json()["error"]["message"]
+    unknown = api.get("/api/v1/leaderboard?category=poetry", headers=headers)
+    assert unknown.status_code == 400 and unknown.json()["error"]["code"] == "unknown_category"
+    assert api.get("/api/v1/leaderboard", headers=headers).json()["n_battles"] == 3
 
     bundle = FeedbackBundle.objects.get(agent=ann, phase=phase_2)
     folder = Path(bundle.folder)

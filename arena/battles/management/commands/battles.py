@@ -1,10 +1,17 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
+from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from arena.battles.categorize import (
+    battles_categorize,
+    category_judge_from_settings,
+    prompt_groups_refresh,
+)
 from arena.battles.export import battle_export_rows, write_battle_export
 from arena.battles.selectors import default_prompts
 from arena.battles.services import prompts_load, targeted_round_schedule
@@ -19,7 +26,8 @@ from arena.serving.models import Contestant
 class Command(BaseCommand):
     help = (
         "Battles: export counted votes in the battle export format; load suggested prompts;"
-        " schedule a targeted round between two contestants."
+        " schedule a targeted round between two contestants; categorize prompts (rules, an"
+        " optional judge) and group near-duplicate prompts."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -47,6 +55,28 @@ class Command(BaseCommand):
         target.add_argument("--json", action="store_true", help="with --report: one JSON object")
         target.add_argument("--bootstrap", type=int, default=ROUND_BOOTSTRAP_ROUNDS)
         target.add_argument("--seed", type=int, default=0)
+        categorize = actions.add_parser(
+            "categorize",
+            help="tag battles stored without categories by the rules; with --judge, ask the"
+            " category judge (hard prompts by Arena-Hard's 7 criteria, creative writing) about"
+            " every battle it has not read; then group near-duplicate prompts for the fit",
+        )
+        categorize.add_argument(
+            "--judge",
+            action="store_true",
+            help="ask the judge (ARENA_CATEGORY_JUDGE_MODEL, through the API proxy by default)",
+        )
+        categorize.add_argument("--model", help="the judge's model (default: the setting)")
+        categorize.add_argument("--base-url", help="an OpenAI-compatible base URL")
+        categorize.add_argument(
+            "--api-key-env",
+            metavar="NAME",
+            help="the environment variable holding the judge's API key",
+        )
+        categorize.add_argument("--limit", type=int, help="at most this many battles")
+        categorize.add_argument(
+            "--no-regroup", action="store_true", help="skip the near-duplicate grouping"
+        )
         prompts = actions.add_parser("prompts", help="manage the suggested-prompt pool")
         prompts_actions = prompts.add_subparsers(dest="prompts_action", required=True)
         load = prompts_actions.add_parser("load", help="add prompts, one per line")
@@ -62,6 +92,8 @@ class Command(BaseCommand):
             assert phase is None or isinstance(phase, str)
             count = write_battle_export(battle_export_rows(phase=phase), out)
             self.stdout.write(f"wrote {count} counted battles to {out}")
+        elif options["action"] == "categorize":
+            self._categorize(options)
         elif options["action"] == "target" and options["report"]:
             self._report(options)
         elif options["action"] == "target":
@@ -93,6 +125,40 @@ class Command(BaseCommand):
             self.stdout.write("no targeted rounds yet")
         for result in results:
             self.stdout.write("\n".join(round_report_lines(result)) + "\n")
+
+    def _categorize(self, options: dict[str, Any]) -> None:
+        limit = options["limit"]
+        if limit is not None and limit < 1:
+            raise CommandError("--limit must be at least 1")
+        report = battles_categorize(limit=limit)
+        self.stdout.write(f"tagged {report.categorized} battles by the rules")
+        if options["judge"]:
+            api_key = None
+            if options["api_key_env"]:
+                api_key = os.environ.get(options["api_key_env"])
+                if not api_key:
+                    raise CommandError(f"${options['api_key_env']} is not set")
+            judge = category_judge_from_settings(
+                model=options["model"], base_url=options["base_url"], api_key=api_key
+            )
+            if judge is None:
+                raise CommandError(
+                    "no category judge: set ARENA_CATEGORY_JUDGE_MODEL or pass --model"
+                )
+            report = battles_categorize(categorizer=judge, limit=limit)
+            self.stdout.write(
+                f"the judge ({judge.name}) categorized {report.categorized} battles;"
+                f" {report.failed} failed"
+            )
+            for error in report.errors:
+                self.stderr.write(self.style.WARNING(error))
+        if not options["no_regroup"]:
+            groups = prompt_groups_refresh()
+            self.stdout.write(
+                f"grouped {groups['battles']} prompts into {groups['groups']} groups"
+                f" ({groups['battles_in_groups_of_several']} in groups of several);"
+                f" {groups['updated']} battles changed group"
+            )
 
     def _target(self, options: dict[str, object]) -> None:
         if options["json"]:

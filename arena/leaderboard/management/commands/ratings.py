@@ -6,17 +6,26 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from arena.battles.categories import CATEGORIES
 from arena.battles.export import ExportFormatError
+from arena.battles.prompt_groups import dedup_weights
 from arena.battles.selectors import exclusions_summary
-from arena.leaderboard.inputs import battles_from_file, counted_battles
-from arena.leaderboard.services import analyses_of, snapshot_fit
+from arena.leaderboard.inputs import battles_grouped_from_file, counted_battles_grouped
+from arena.leaderboard.services import (
+    CategoryTooSmall,
+    analyses_of,
+    category_minimum,
+    snapshot_fit,
+)
 from arena.rating import BattleDataError, Battles, RatingResult, fit_ratings
 
 
 class Command(BaseCommand):
     help = (
         "Fit the leaderboard (style-controlled Bradley-Terry, and raw beside it) from the "
-        "database's counted votes, saving a snapshot, or from a battle export file."
+        "database's counted votes, saving a snapshot, or from a battle export file. "
+        "Battles on near-duplicate prompts are down-weighted (each of a group of g weighs "
+        "1/sqrt(g)) unless --no-dedup; --category NAME fits one category's battles only."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -30,6 +39,17 @@ class Command(BaseCommand):
         )
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument("--json", action="store_true", help="print one JSON object")
+        parser.add_argument(
+            "--category",
+            metavar="NAME",
+            help=f"only the battles tagged NAME: one of {', '.join(CATEGORIES)} (from an "
+            "export: its category_tag, ours or Chatbot Arena's)",
+        )
+        parser.add_argument(
+            "--no-dedup",
+            action="store_true",
+            help="every battle weighs 1, however often its prompt (or a near duplicate) was asked",
+        )
 
     def handle(self, *args: object, **options: Any) -> None:
         style = not options["no_style"]
@@ -40,28 +60,44 @@ class Command(BaseCommand):
             "bootstrap_rounds": options["bootstrap"],
             "seed": options["seed"],
         }
+        category = options["category"] or None
+        if category is not None and category not in CATEGORIES:
+            raise CommandError(f"unknown category {category!r}: use one of {', '.join(CATEGORIES)}")
+        dedup: dict[str, Any] = {}
         try:
             if options["votes"] is not None:
-                battles = _battles_from(options["votes"], style=style)
+                battles, groups = _battles_from(options["votes"], style=style, category=category)
+                _check_size(battles, category)
+                assert battles is not None
+                counted = battles
+                if not options["no_dedup"]:
+                    weights, dedup = dedup_weights(groups, "file")
+                    battles = battles.reweighted(weights)
                 styled = fit_ratings(battles, style=True, **fit) if style else None
                 raw = fit_ratings(battles.without_style(), style=False, **fit)
-                analyses = analyses_of(battles)
+                analyses = analyses_of(counted)
             else:
                 exclusions = exclusions_summary()
-                battles_or_none, last_vote_at = counted_battles()
-                if battles_or_none is None:
+                battles_or_none, groups, last_vote_at = counted_battles_grouped(category=category)
+                if battles_or_none is None and category is None:
                     raise CommandError("there are no counted votes yet")
-                battles = battles_or_none
+                _check_size(battles_or_none, category)
+                assert battles_or_none is not None
                 snapshot, styled, raw = snapshot_fit(
-                    battles,
+                    battles_or_none,
                     source="command",
                     style=style,
                     last_vote_at=last_vote_at,
                     exclusions=exclusions,
+                    category=category or "",
+                    groups=None if options["no_dedup"] else groups,
                     **fit,
                 )
                 analyses = snapshot.analyses
+                dedup = snapshot.dedup
         except BattleDataError as exc:
+            raise CommandError(str(exc)) from None
+        except CategoryTooSmall as exc:
             raise CommandError(str(exc)) from None
         main = styled or raw
         if options["json"]:
@@ -71,9 +107,20 @@ class Command(BaseCommand):
             output["analyses"] = {
                 k: analyses[k] for k in ("votes_per_model", "longer_answer_wins") if k in analyses
             }
+            output["category"] = category
+            output["dedup"] = dedup or None
             self.stdout.write(json.dumps(output))
             return
+        if category is not None:
+            self.stdout.write(f"category: {category}")
         self._print_table(main, raw if styled else None, analyses)
+        if dedup and dedup.get("battles_grouped"):
+            self.stdout.write(
+                f"\nnear-duplicate prompts: {dedup['battles_grouped']:,} battles "
+                f"({dedup['grouped_share_of_battles']:.0%}) in {dedup['groups_of_several']:,} "
+                f"groups, weighted {dedup['rule']}: they hold "
+                f"{dedup['grouped_share_of_fit']:.0%} of the fit's weight"
+            )
 
     def _print_table(
         self, main: RatingResult, raw: RatingResult | None, analyses: dict[str, Any]
@@ -113,10 +160,19 @@ class Command(BaseCommand):
             self.stderr.write(self.style.WARNING(f"warning: {warning}"))
 
 
-def _battles_from(path: Path, *, style: bool) -> Battles:
+def _battles_from(path: Path, *, style: bool, category: str | None) -> tuple[Battles | None, Any]:
     if not path.is_file():
         raise CommandError(f"{path} is not a file")
     try:
-        return battles_from_file(path, style=style)
+        return battles_grouped_from_file(path, style=style, category=category)
     except ExportFormatError as exc:
         raise CommandError(f"{path}: {exc}") from None
+
+
+def _check_size(battles: Battles | None, category: str | None) -> None:
+    """A category's table needs `ARENA_CATEGORY_MIN_BATTLES` battles (the site's rule)."""
+    n = 0 if battles is None else battles.n_rows
+    if category is not None and n < category_minimum():
+        raise CategoryTooSmall(category, n, category_minimum())
+    if battles is None:
+        raise BattleDataError("no battles to rate")
