@@ -87,6 +87,21 @@ def counted_battles(*, phase: str | None = None) -> tuple[Battles | None, dateti
         return None, None
     # Votes committed after `last_vote_at` was read wait for the next fit, so the time this
     # returns is that of the newest vote fitted.
+    table = counted_table(votes.filter(created_at__lte=last_vote_at))
+    if len(table) == 0:
+        return None, None
+    return battles_of_table(table), last_vote_at
+
+
+# The columns of `counted_table`, in order: both contestant ids, the winner's index into
+# WINNERS, then side A's four style totals (tokens, headers, list items, bold) and B's.
+TABLE_WIDTH = 11
+
+
+def counted_rows(votes: QuerySet, *leading: str) -> QuerySet:
+    """`votes` with both answers joined, as rows of the `TABLE_WIDTH` float columns after the
+    `leading` fields of the vote, oldest first; a vote whose battle lacks an answer is left
+    out."""
     columns = {
         "id_a": Cast("side_a__contestant_id", FloatField()),
         "id_b": Cast("side_b__contestant_id", FloatField()),
@@ -96,35 +111,46 @@ def counted_battles(*, phase: str | None = None) -> tuple[Battles | None, dateti
         "tokens_b": Cast("side_b__tokens", FloatField()),
         **_style_totals("b"),
     }
-    rows = (
-        votes.filter(created_at__lte=last_vote_at)
-        .annotate(
+    return (
+        votes.annotate(
             side_a=FilteredRelation("battle__answers", condition=Q(battle__answers__side="a")),
             side_b=FilteredRelation("battle__answers", condition=Q(battle__answers__side="b")),
         )
         .filter(side_a__isnull=False, side_b__isnull=False)
         .order_by("created_at", "battle_id")
         .annotate(**columns)
-        .values_list(*columns)
+        .values_list(*leading, *columns)
     )
-    # (n, 11) floats: ids and indexes are exact in a float64, and the style totals are floats
-    # already (a count may be stored as 3.0).
+
+
+def counted_table(votes: QuerySet) -> NDArray[np.float64]:
+    """`counted_rows(votes)` as an (n, TABLE_WIDTH) array: ids and indexes are exact in a
+    float64, and the style totals are floats already (a count may be stored as 3.0)."""
+    rows = counted_rows(votes)
     if connection.vendor == "postgresql":
-        table = _table_by_copy(rows, len(columns))
-    else:
-        table = _table_by_rows(rows, len(columns))
-    if len(table) == 0:
-        return None, None
-    # Contestants are rated under their display names, as the export names them.
-    contestant_ids, codes = np.unique(table[:, :2].astype(np.int64), return_inverse=True)
+        return _table_by_copy(rows, TABLE_WIDTH)
+    return _table_by_rows(rows, TABLE_WIDTH)
+
+
+def battles_of_table(
+    table: NDArray[np.float64], contestant_ids: NDArray[np.int64] | None = None
+) -> Battles:
+    """The battles of `counted_table` rows, the contestants rated under their display names,
+    as the export names them. `contestant_ids`: the distinct ids in the table's first two
+    columns, when the caller knows them (the live inputs keep them as votes arrive)."""
+    pairs = table[:, :2].astype(np.int64)
+    if contestant_ids is None:
+        contestant_ids = np.unique(pairs)
     names_of = dict(
         Contestant.objects.filter(pk__in=contestant_ids.tolist()).values_list("pk", "display_name")
     )
     names = sorted({names_of[i] for i in contestant_ids.tolist()})
     name_code = {name: i for i, name in enumerate(names)}
-    id_code = np.array([name_code[names_of[i]] for i in contestant_ids.tolist()])
-    codes = id_code[codes.reshape(-1, 2)]
-    battles = Battles.from_codes(
+    # A gather through a table indexed by id: one pass, no sort of the million pairs.
+    code_of_id = np.full(int(contestant_ids.max()) + 1, -1, dtype=np.intp)
+    code_of_id[contestant_ids] = [name_code[names_of[i]] for i in contestant_ids.tolist()]
+    codes = code_of_id[pairs]
+    return Battles.from_codes(
         names,
         codes[:, 0],
         codes[:, 1],
@@ -132,7 +158,6 @@ def counted_battles(*, phase: str | None = None) -> tuple[Battles | None, dateti
         style_a=table[:, 3:7],
         style_b=table[:, 7:11],
     )
-    return battles, last_vote_at
 
 
 def _table_by_rows(rows: QuerySet, width: int) -> NDArray[np.float64]:

@@ -18,6 +18,7 @@ from arena.battles.models import VoterExclusion
 from arena.battles.selectors import exclusions_in_force, exclusions_summary, votes_in_fit
 from arena.battles.services import voter_exclude, voter_key_resolve
 from arena.leaderboard.inputs import counted_battles
+from arena.leaderboard.live_inputs import live_battles
 from arena.leaderboard.models import RatingSnapshot, RefitLease
 from arena.leaderboard.screening import voter_screening
 from arena.rating import Battles, RatingResult, fit_ratings, longer_answer_wins
@@ -104,7 +105,11 @@ def snapshot_unsaved(
     styled = (
         fit_ratings(battles, style=True, warm_start=start("style"), **options) if style else None
     )
-    raw = fit_ratings(battles.without_style(), style=False, warm_start=start("raw"), **options)
+    # Without style, one weighted row per (A, B, outcome) is the same fit (see
+    # `Battles.aggregated`) in milliseconds at any size; a bootstrap resamples rows, so it
+    # keeps them.
+    raw_battles = battles.aggregated() if ci != "bootstrap" else battles.without_style()
+    raw = fit_ratings(raw_battles, style=False, warm_start=start("raw"), **options)
     snapshot = RatingSnapshot(
         source=source,
         phase=phase,
@@ -182,15 +187,15 @@ def leaderboard_refresh(*, holder: str) -> RatingSnapshot | None:
         if not _live_refit_due(latest):
             return None
         exclusions = exclusions_summary()
-        battles, last_vote_at = counted_battles()
-        if battles is None:
+        live = live_battles()  # only the votes since the last refit, where that is safe
+        if live is None:
             return None
         snapshot, _, _ = snapshot_unsaved(
-            battles,
+            live.battles,
             exclusions=exclusions,
             source=RatingSnapshot.Source.LIVE,
             ci="sandwich",  # one fit, milliseconds: fast enough to refit every second
-            last_vote_at=last_vote_at,
+            last_vote_at=live.last_vote_at,
             warm_start=latest.warm_start if latest else None,
         )
         with transaction.atomic():

@@ -102,6 +102,21 @@ class Battles:
     def without_style(self) -> Battles:
         return Battles(self.models, self.a, self.b, self.outcome, None, self.weight)
 
+    def aggregated(self) -> Battles:
+        """Without style, the same battles as one weighted row per (A, B, outcome): at most
+        M² × 3 rows whatever the number of votes. A Bradley–Terry fit weights each row's
+        likelihood, gradient, Hessian and sandwich meat by its weight, and the rows merged
+        are identical, so the fit is the same (to rounding: sums run in another order).
+        Row-resampling bootstraps are not (they draw from rows), so they keep the battles."""
+        m = self.n_models
+        values, outcome_code = np.unique(self.outcome, return_inverse=True)
+        key = (self.a * m + self.b) * len(values) + outcome_code
+        weight = np.bincount(key, weights=self.weight, minlength=m * m * len(values))
+        (present,) = np.nonzero(weight)
+        pair, code = np.divmod(present, len(values))
+        a, b = np.divmod(pair, m)
+        return Battles(self.models, a, b, values[code], None, weight[present])
+
     def swapped(self) -> Battles:
         """The same battles with every pair of sides exchanged."""
         style = None if self.style is None else -self.style

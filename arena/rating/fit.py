@@ -264,6 +264,10 @@ def data_warnings(battles: Battles, l2: float) -> list[str]:
     """What in the data makes some scores rest on the L2 penalty rather than the votes."""
     warnings: list[str] = []
     m = battles.n_models
+    # Everything below depends on who met whom with what outcome and weight, not on the
+    # rows' order or style: one row per (A, B, outcome) keeps it exact and makes the graphs
+    # M² edges at most rather than one per vote.
+    battles = battles.aggregated()
     present = battles.weight > 0
     a, b, y, w = (
         battles.a[present],
