@@ -177,14 +177,15 @@ def leaderboard_refresh(*, holder: str) -> RatingSnapshot | None:
     caller in the lease for people reading it. The new table is pushed to every live screen
     after the snapshot commits.
     """
-    if not _live_refit_due(_live_snapshot_latest()):
+    seen = _live_snapshot_latest()
+    if not _live_refit_due(seen):
         return None
     token = refit_lease_claim(holder=holder)
     if token is None:
         return None
     try:
         latest = _live_snapshot_latest()  # again: another caller may have refitted meanwhile
-        if not _live_refit_due(latest):
+        if (latest and latest.pk) != (seen and seen.pk) and not _live_refit_due(latest):
             return None
         exclusions = exclusions_summary()
         live = live_battles()  # only the votes since the last refit, where that is safe

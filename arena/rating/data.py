@@ -109,7 +109,13 @@ class Battles:
         are identical, so the fit is the same (to rounding: sums run in another order).
         Row-resampling bootstraps are not (they draw from rows), so they keep the battles."""
         m = self.n_models
-        values, outcome_code = np.unique(self.outcome, return_inverse=True)
+        halves = self.outcome * 2.0
+        outcome_code = halves.astype(np.intp)
+        usual = len(halves) == 0 or (outcome_code.min() >= 0 and outcome_code.max() <= 2)
+        if usual and np.array_equal(outcome_code, halves):
+            values = np.array([0.0, 0.5, 1.0])  # the usual outcomes, coded without a sort
+        else:
+            values, outcome_code = np.unique(self.outcome, return_inverse=True)
         key = (self.a * m + self.b) * len(values) + outcome_code
         weight = np.bincount(key, weights=self.weight, minlength=m * m * len(values))
         (present,) = np.nonzero(weight)

@@ -224,3 +224,21 @@ def test_one_weighted_row_per_pair_and_outcome_is_the_same_raw_fit():
         assert mine.ci_low == pytest.approx(theirs.ci_low, abs=1e-9)
         assert mine.ci_high == pytest.approx(theirs.ci_high, abs=1e-9)
     assert ours.warnings == reference.warnings
+
+
+def test_merging_rows_keeps_outcomes_other_than_win_tie_and_loss():
+    battles = Battles(
+        ["a", "b", "c"],
+        np.array([0, 0, 1, 0, 2]),
+        np.array([1, 1, 2, 1, 0]),
+        np.array([0.3, 0.3, 1.0, 0.5, 0.0]),
+        None,
+        np.array([1.0, 2.0, 1.0, 1.0, 0.5]),
+    )
+    merged = battles.aggregated()
+    assert sorted(zip(merged.a, merged.b, merged.outcome, merged.weight, strict=True)) == [
+        (0, 1, 0.3, 3.0),
+        (0, 1, 0.5, 1.0),
+        (1, 2, 1.0, 1.0),
+        (2, 0, 0.0, 0.5),
+    ]
