@@ -92,14 +92,15 @@ def live_battles() -> LiveBattles | None:
     votes in the fit."""
     global _inputs
     with _lock, _snapshot():
+        # Held again only once this read has succeeded: an error halfway through (the
+        # database gone) must not leave rows added without the votes that account for them.
+        held, _inputs = _inputs, None
         votes = votes_in_fit()
         watermark = votes.aggregate(n=Count("pk"), last=Max("created_at"))
         if watermark["n"] == 0:
-            _inputs = None
             return None
         last: datetime = watermark["last"]
         key = _key()
-        held = _inputs
         added = None
         if (
             held is not None

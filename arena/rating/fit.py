@@ -11,8 +11,7 @@ from numpy.typing import NDArray
 from scipy.linalg import cho_factor
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
-from scipy.special import expit
-from scipy.stats import norm
+from scipy.special import expit, ndtri
 
 from arena.rating.data import STYLE_FEATURES, Battles
 from arena.rating.model import (
@@ -165,7 +164,9 @@ def fit_ratings(
         superiority = (round_scores[:, :, None] > round_scores[:, None, :]).mean(axis=0)
     elif ci == "sandwich":
         covariance = sandwich_covariance(design, theta)
-        z = float(norm.ppf(1 - alpha / 2))
+        # The normal quantile (scipy.stats' norm.ppf, to the bit) without importing
+        # scipy.stats, a third of a command's start-up.
+        z = float(ndtri(1 - alpha / 2))
         centre = np.eye(m) - 1.0 / m  # scores are centred ratings
         score_sd = SCALE * np.sqrt(np.diag(centre @ covariance[:m, :m] @ centre.T))
         low, high = scores - z * score_sd, scores + z * score_sd

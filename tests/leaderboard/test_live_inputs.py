@@ -223,3 +223,23 @@ def test_outside_a_transaction_each_read_is_one_consistent_snapshot(players):
     live = live_battles()
     assert (live.read, live.votes_read) == ("new votes", 4)
     assert_as_full_read(live)
+
+
+def test_a_read_that_fails_halfway_leaves_nothing_held(players, monkeypatch):
+    rng = random.Random(11)
+    add_votes(players, 30, at=START, rng=rng)
+    live_battles()
+    add_votes(players, 3, at=START + timedelta(seconds=1), rng=rng)
+    real_append = live_inputs._Inputs.append
+
+    def append_then_fail(self, rows):
+        real_append(self, rows)
+        raise ConnectionError("the database went away")
+
+    monkeypatch.setattr(live_inputs._Inputs, "append", append_then_fail)
+    with pytest.raises(ConnectionError):
+        live_battles()
+    monkeypatch.setattr(live_inputs._Inputs, "append", real_append)
+    live = live_battles()
+    assert live.read == "full" and live.battles.n_battles == 33
+    assert_as_full_read(live)
