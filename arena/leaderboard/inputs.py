@@ -104,20 +104,35 @@ def counted_battles_grouped(
     *, phase: str | None = None, category: str | None = None
 ) -> tuple[Battles | None, NDArray[np.int64] | None, datetime | None]:
     """Every vote in the fit (of one phase's battles, if given: see `votes_in_fit`; of the
-    battles tagged `category`, if given) as a battle, each battle's prompt group (its
-    near-duplicate group's key, else its normalised prompt's key, else a group of its own:
-    `arena/battles/prompt_groups.py`), and the newest vote's time (None: no votes yet).
+    battles tagged `category`, if given) as a battle, each battle's prompt group
+    (`groups_of_table`), and the newest vote's time (None: no votes yet).
 
-    One query reads only integers — both sides' contestant ids, the winner's index and the
-    style totals, summed by the database from the stored counts — through a server-side
-    cursor into numpy arrays: no model instances, no per-vote Python objects kept, no list of
-    battle ids sent back. A million votes take a few seconds and tens of MB."""
+    One query reads only numbers — both sides' contestant ids, the winner's index, the style
+    totals summed by the database from the stored counts, the prompt group — through one
+    binary COPY (PostgreSQL) or a server-side cursor into numpy arrays: no model instances, no
+    per-vote Python objects kept, no list of battle ids sent back."""
     votes = votes_in_category(phase=phase, category=category)
     last_vote_at = votes.aggregate(last=Max("created_at"))["last"]
     if last_vote_at is None:
         return None, None, None
     # Votes committed after `last_vote_at` was read wait for the next fit, so the time this
     # returns is that of the newest vote fitted.
+    table = counted_table(votes.filter(created_at__lte=last_vote_at))
+    if len(table) == 0:
+        return None, None, None
+    return battles_of_table(table), groups_of_table(table), last_vote_at
+
+
+# The columns of `counted_table`, in order: both contestant ids, the winner's index into
+# WINNERS, then side A's four style totals (tokens, headers, list items, bold), B's, and the
+# battle's prompt group.
+TABLE_WIDTH = 12
+
+
+def counted_rows(votes: QuerySet, *leading: str) -> QuerySet:
+    """`votes` with both answers joined, as rows of the `TABLE_WIDTH` float columns after the
+    `leading` fields of the vote, oldest first; a vote whose battle lacks an answer is left
+    out."""
     columns = {
         "id_a": Cast("side_a__contestant_id", FloatField()),
         "id_b": Cast("side_b__contestant_id", FloatField()),
@@ -131,35 +146,46 @@ def counted_battles_grouped(
             Coalesce("battle__prompt_group", "battle__prompt_key", Value(-1)), FloatField()
         ),
     }
-    rows = (
-        votes.filter(created_at__lte=last_vote_at)
-        .annotate(
+    return (
+        votes.annotate(
             side_a=FilteredRelation("battle__answers", condition=Q(battle__answers__side="a")),
             side_b=FilteredRelation("battle__answers", condition=Q(battle__answers__side="b")),
         )
         .filter(side_a__isnull=False, side_b__isnull=False)
         .order_by("created_at", "battle_id")
         .annotate(**columns)
-        .values_list(*columns)
+        .values_list(*leading, *columns)
     )
-    # (n, 12) floats: ids, indexes and keys are exact in a float64, and the style totals are
-    # floats already (a count may be stored as 3.0).
+
+
+def counted_table(votes: QuerySet) -> NDArray[np.float64]:
+    """`counted_rows(votes)` as an (n, TABLE_WIDTH) array: ids and indexes are exact in a
+    float64, and the style totals are floats already (a count may be stored as 3.0)."""
+    rows = counted_rows(votes)
     if connection.vendor == "postgresql":
-        table = _table_by_copy(rows, len(columns))
-    else:
-        table = _table_by_rows(rows, len(columns))
-    if len(table) == 0:
-        return None, None, None
-    # Contestants are rated under their display names, as the export names them.
-    contestant_ids, codes = np.unique(table[:, :2].astype(np.int64), return_inverse=True)
+        return _table_by_copy(rows, TABLE_WIDTH)
+    return _table_by_rows(rows, TABLE_WIDTH)
+
+
+def battles_of_table(
+    table: NDArray[np.float64], contestant_ids: NDArray[np.int64] | None = None
+) -> Battles:
+    """The battles of `counted_table` rows, the contestants rated under their display names,
+    as the export names them. `contestant_ids`: the distinct ids in the table's first two
+    columns, when the caller knows them (the live inputs keep them as votes arrive)."""
+    pairs = table[:, :2].astype(np.int64)
+    if contestant_ids is None:
+        contestant_ids = np.unique(pairs)
     names_of = dict(
         Contestant.objects.filter(pk__in=contestant_ids.tolist()).values_list("pk", "display_name")
     )
     names = sorted({names_of[i] for i in contestant_ids.tolist()})
     name_code = {name: i for i, name in enumerate(names)}
-    id_code = np.array([name_code[names_of[i]] for i in contestant_ids.tolist()])
-    codes = id_code[codes.reshape(-1, 2)]
-    battles = Battles.from_codes(
+    # A gather through a table indexed by id: one pass, no sort of the million pairs.
+    code_of_id = np.full(int(contestant_ids.max()) + 1, -1, dtype=np.intp)
+    code_of_id[contestant_ids] = [name_code[names_of[i]] for i in contestant_ids.tolist()]
+    codes = code_of_id[pairs]
+    return Battles.from_codes(
         names,
         codes[:, 0],
         codes[:, 1],
@@ -167,10 +193,16 @@ def counted_battles_grouped(
         style_a=table[:, 3:7],
         style_b=table[:, 7:11],
     )
+
+
+def groups_of_table(table: NDArray[np.float64]) -> NDArray[np.int64]:
+    """Each row's prompt group (its near-duplicate group's key, else its normalised prompt's
+    key: `arena/battles/prompt_groups.py`); a battle stored before prompt keys existed is a
+    group of its own."""
     groups = table[:, 11].astype(np.int64)
     unkeyed = groups < 0
-    groups[unkeyed] = -1 - np.flatnonzero(unkeyed)  # each a group of its own
-    return battles, groups, last_vote_at
+    groups[unkeyed] = -1 - np.flatnonzero(unkeyed)
+    return groups
 
 
 def _table_by_rows(rows: QuerySet, width: int) -> NDArray[np.float64]:

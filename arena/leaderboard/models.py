@@ -49,6 +49,11 @@ class RefitLease(models.Model):
     id = models.PositiveSmallIntegerField(primary_key=True, default=1)
     held_until = models.DateTimeField(null=True, blank=True)
     holder = models.CharField(max_length=100, blank=True)
+    # Bumped whenever something already fitted changes after the fact (a counted vote edited
+    # or deleted, an answer, battle or contestant of one saved again: see signals.py), so
+    # every process's live inputs (live_inputs.py) read all votes again instead of only the
+    # new ones.
+    inputs_generation = models.PositiveBigIntegerField(default=0)
 
     def __str__(self) -> str:
         return f"refit lease held by {self.holder or 'nobody'} until {self.held_until}"

@@ -21,6 +21,7 @@ from arena.battles.prompt_groups import dedup_weights
 from arena.battles.selectors import exclusions_in_force, exclusions_summary, votes_in_fit
 from arena.battles.services import voter_exclude, voter_key_resolve
 from arena.leaderboard.inputs import counted_battles_grouped, votes_in_category
+from arena.leaderboard.live_inputs import live_battles
 from arena.leaderboard.models import RatingSnapshot, RefitLease
 from arena.leaderboard.screening import voter_screening
 from arena.rating import Battles, RatingResult, fit_ratings, longer_answer_wins
@@ -117,7 +118,11 @@ def snapshot_unsaved(
     styled = (
         fit_ratings(battles, style=True, warm_start=start("style"), **options) if style else None
     )
-    raw = fit_ratings(battles.without_style(), style=False, warm_start=start("raw"), **options)
+    # Without style, one weighted row per (A, B, outcome) is the same fit (see
+    # `Battles.aggregated`) in milliseconds at any size; a bootstrap resamples rows, so it
+    # keeps them.
+    raw_battles = battles.aggregated() if ci != "bootstrap" else battles.without_style()
+    raw = fit_ratings(raw_battles, style=False, warm_start=start("raw"), **options)
     snapshot = RatingSnapshot(
         source=source,
         phase=phase,
@@ -187,26 +192,27 @@ def leaderboard_refresh(*, holder: str) -> RatingSnapshot | None:
     caller in the lease for people reading it. The new table is pushed to every live screen
     after the snapshot commits.
     """
-    if not _live_refit_due(_live_snapshot_latest()):
+    seen = _live_snapshot_latest()
+    if not _live_refit_due(seen):
         return None
     token = refit_lease_claim(holder=holder)
     if token is None:
         return None
     try:
         latest = _live_snapshot_latest()  # again: another caller may have refitted meanwhile
-        if not _live_refit_due(latest):
+        if (latest and latest.pk) != (seen and seen.pk) and not _live_refit_due(latest):
             return None
         exclusions = exclusions_summary()
-        battles, groups, last_vote_at = counted_battles_grouped()
-        if battles is None:
+        live = live_battles()  # only the votes since the last refit, where that is safe
+        if live is None:
             return None
         snapshot, _, _ = snapshot_unsaved(
-            battles,
-            groups=groups,
+            live.battles,
+            groups=live.groups,
             exclusions=exclusions,
             source=RatingSnapshot.Source.LIVE,
             ci="sandwich",  # one fit, milliseconds: fast enough to refit every second
-            last_vote_at=last_vote_at,
+            last_vote_at=live.last_vote_at,
             warm_start=latest.warm_start if latest else None,
         )
         with transaction.atomic():

@@ -31,6 +31,21 @@ class Battles:
     # (n,) how much each row counts in the fit: a weight of 2 is the battle twice, 0.5 half a
     # battle (near-duplicate prompts are down-weighted: arena/battles/prompt_groups.py).
     weight: NDArray[np.float64]
+    # Set only on merged rows (`aggregated`): how many battles each row stands for, and the sum
+    # of their squared weights, which the sandwich's meat needs (weights are importance
+    # weights there). None: one battle a row, its weight squared.
+    count: NDArray[np.float64] | None = None
+    meat_weight: NDArray[np.float64] | None = None
+
+    @property
+    def battle_counts(self) -> NDArray[np.float64]:
+        """How many battles each row stands for (1 each unless rows were merged)."""
+        return np.ones(len(self.weight)) if self.count is None else self.count
+
+    @property
+    def meat_weights(self) -> NDArray[np.float64]:
+        """Σ w² of the battles each row stands for."""
+        return self.weight**2 if self.meat_weight is None else self.meat_weight
 
     @property
     def n_battles(self) -> int:
@@ -124,15 +139,64 @@ class Battles:
             self.outcome,
             self.style,
             _weight_of(weight, len(self.outcome)),
+            self.count,
         )
 
     def without_style(self) -> Battles:
-        return Battles(self.models, self.a, self.b, self.outcome, None, self.weight)
+        return Battles(
+            self.models,
+            self.a,
+            self.b,
+            self.outcome,
+            None,
+            self.weight,
+            self.count,
+            self.meat_weight,
+        )
+
+    def aggregated(self) -> Battles:
+        """Without style, the same battles as one weighted row per (A, B, outcome): at most
+        M² × 3 rows whatever the number of votes. A Bradley–Terry fit weights each row's
+        likelihood, gradient, Hessian and sandwich meat by its weight, and the rows merged
+        are identical, so the fit is the same (to rounding: sums run in another order).
+        Row-resampling bootstraps are not (they draw from rows), so they keep the battles."""
+        m = self.n_models
+        halves = self.outcome * 2.0
+        outcome_code = halves.astype(np.intp)
+        usual = len(halves) == 0 or (outcome_code.min() >= 0 and outcome_code.max() <= 2)
+        if usual and np.array_equal(outcome_code, halves):
+            values = np.array([0.0, 0.5, 1.0])  # the usual outcomes, coded without a sort
+        else:
+            values, outcome_code = np.unique(self.outcome, return_inverse=True)
+        key = (self.a * m + self.b) * len(values) + outcome_code
+        size = m * m * len(values)
+
+        def summed(values: NDArray[np.float64]) -> NDArray[np.float64]:
+            return np.bincount(key, weights=values, minlength=size).astype(np.float64, copy=False)
+
+        weight = summed(self.weight)
+        count = summed(self.battle_counts * (self.weight > 0))
+        meat = summed(self.meat_weights)
+        (present,) = np.nonzero(weight)
+        pair, code = np.divmod(present, len(values))
+        a, b = np.divmod(pair, m)
+        return Battles(
+            self.models, a, b, values[code], None, weight[present], count[present], meat[present]
+        )
 
     def swapped(self) -> Battles:
         """The same battles with every pair of sides exchanged."""
         style = None if self.style is None else -self.style
-        return Battles(self.models, self.b, self.a, 1.0 - self.outcome, style, self.weight)
+        return Battles(
+            self.models,
+            self.b,
+            self.a,
+            1.0 - self.outcome,
+            style,
+            self.weight,
+            self.count,
+            self.meat_weight,
+        )
 
 
 def _weight_of(weight: object, n: int) -> NDArray[np.float64]:

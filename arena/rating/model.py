@@ -42,6 +42,7 @@ class Design:
     features: Array | None  # (n, K) standardised
     weight: Array  # (n,)
     l2: float = DEFAULT_L2
+    meat_weight: Array | None = None  # (n,) Σ w² per row when rows are merged; else w²
 
     @property
     def n_style(self) -> int:
@@ -63,7 +64,7 @@ class Design:
 
     def with_weight(self, weight: Array) -> Design:
         """The same battles reweighted (a bootstrap round), sharing the cached structure."""
-        reweighted = replace(self, weight=weight)
+        reweighted = replace(self, weight=weight, meat_weight=None)
         reweighted.__dict__.update(
             {k: self.__dict__[k] for k in ("features_t", "pair") if k in self.__dict__}
         )

@@ -162,6 +162,83 @@ def test_a_count_too_large_for_a_float_is_refused_naming_the_line(tmp_path):
         battle_columns_from_file(path, style=True)
 
 
+STYLED = json.dumps(
+    {
+        **side_counts(random.Random(3), "a", plain=True),
+        **side_counts(random.Random(4), "b", plain=True),
+    }
+)[1:-1]  # the metadata's fields, to splice into hand-written lines
+# Lines the fast decoder refuses or must read just as the standard parser does: each is
+# valid for the reference parser, and the columns must come out the same.
+UNUSUAL_VALID_LINES = [
+    line.replace("@STYLE@", STYLED)
+    for line in [
+        '{"model\\u005fa": "x", "model_b": "y", "winner": "tie", "conv_metadata": {@STYLE@}}',
+        '{"model_a": "z", "model_a": "x", "model_b": "y", "winner": "tie", "conv_metadata": {@STYLE@}}',
+        '{"model_a": "x", "model_b": "y", "winner": "tie", "tstamp": NaN, "conv_metadata": {@STYLE@}}',
+        '{"model_a": "x", "model_b": "y", "winner": "tie", "tstamp": 1e400, "conv_metadata": {@STYLE@}}',
+        '{"model_a": "x", "model_b": "y", "winner": "tie", "pad": "\\ud800", "conv_metadata": {@STYLE@}}',
+        '{"model_a": "\\ud800", "model_b": "y", "winner": "tie", "conv_metadata": {@STYLE@}}',
+        '{"model_a": "x", "model_b": "y", "winner": "model_b", "conv_metadata": {@STYLE@, '
+        '"bold_count_a": {"**": 1e1, "__": 2.0}}}',
+        '{"model_a": "x", "model_b": "y", "winner": "model_a", "conv_metadata": {@STYLE@, '
+        '"sum_assistant_a_tokens": 100000000000000000000000000000, '
+        '"header_count_b": {"h1": -1, "h1": 4}}}',
+        '  {"winner": "tie (bothbad)", "model_b": "y", "model_a": "w", "conv_metadata": {@STYLE@}}\t ',
+    ]
+]
+
+
+@pytest.mark.parametrize("style", [True, False])
+def test_unusual_valid_lines_give_the_columns_the_record_parser_gives(tmp_path, style):
+    path = write_export(tmp_path / "v.jsonl", n=20)
+    with path.open("a") as out:
+        out.write("\n".join(UNUSUAL_VALID_LINES) + "\n")
+        if not style:  # a raw fit takes lines without style metadata, or with null
+            out.write('{"model_a": "x", "model_b": "y", "winner": "tie"}\n')
+            out.write('{"model_a": "x", "model_b": "y", "winner": "tie", "conv_metadata": null}\n')
+            out.write('{"model_a": "x", "model_b": "y", "winner": "tie", "conv_metadata": {}}\n')
+    new = battles_from_file(path, style=style)
+    old = battles_from_records(read_battle_export(path, require_style=style), style=style)
+    assert_same_battles(new, old)
+    assert new.n_battles == 20 + len(UNUSUAL_VALID_LINES) + (0 if style else 3)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"model_a": "x", "model_b": "y", "winner": "tie", "pad": "\\x"}',  # bad escape
+        b'{"model_a": "x", "model_b": "y", "winner": "tie", "pad": [1,]}',
+        b'{"model_a": "x", "model_b": "y", "winner": "tie", "pad": "a\tb"}',  # raw control
+        b'{"model_a": "x", "model_b": "y", "winner": "tie", "pad": "\xff"}',  # not UTF-8
+        b'\xef\xbb\xbf{"model_a": "x", "model_b": "y", "winner": "tie"}',  # a BOM
+        b'{"model_a": "x", "model_b": "y", "winner": "tie", "conv_metadata": {"x": 1}}',
+        b'{"model_a": "x", "model_b": "y", "winner": "tie", "conv_metadata": {@STYLE@, '
+        b'"list_count_b": {"ordered": 1.5}}}'.replace(b"@STYLE@", STYLED.encode()),
+        b'{"model_a": "x", "model_b": "y", "winner": "tie", "conv_metadata": {@STYLE@, '
+        b'"header_count_a": {"h2": 1, "h2": -3}}}'.replace(b"@STYLE@", STYLED.encode()),
+        b'{"model_a": "x", "model_b": "y", "winner": "tie", "conv_metadata": {@STYLE@, '
+        b'"bold_count_a": null}}'.replace(b"@STYLE@", STYLED.encode()),
+        b'{"model_a": "x", "model_b": "x", "winner": "tie", "conv_metadata": {@STYLE@}}'.replace(
+            b"@STYLE@", STYLED.encode()
+        ),
+    ],
+)
+def test_hostile_lines_the_fast_decoder_sees_get_the_reference_error(tmp_path, line):
+    path = bad_file(tmp_path, line)
+    with pytest.raises(ExportFormatError) as new:
+        battle_columns_from_file(path, style=True)
+    try:
+        read_battle_export(path, require_style=True)
+    except ExportFormatError as old:
+        assert str(new.value) == str(old)
+    except UnicodeDecodeError:  # the record reader opens the file as text
+        assert str(new.value) == "line 4: not UTF-8"
+    else:
+        pytest.fail("the reference parser accepted it")
+    assert new.value.line == 4
+
+
 def votes_in_the_database(n=600, seed=7):
     """Counted and uncounted votes, leaks, ties, an excluded voter, two contestants sharing
     a display name, and style counts of every kind, written in bulk."""

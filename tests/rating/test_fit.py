@@ -209,3 +209,36 @@ def test_the_longer_answer_share_and_votes_per_pair():
     assert (effect.decisive_with_length_difference, effect.won_by_longer) == (2, 1)
     assert effect.share == 0.5
     assert votes_per_pair(battles) == {("x", "y"): 4}
+
+
+def test_one_weighted_row_per_pair_and_outcome_is_the_same_raw_fit():
+    battles, _ = synthetic_battles(n_battles=20_000, n_models=12, seed=4, tie_share=0.2)
+    battles = battles.without_style()
+    merged = battles.aggregated()
+    assert len(merged.a) <= 12 * 12 * 3 and merged.n_battles == battles.n_battles
+    ours = fit_ratings(merged, style=False, ci="sandwich")
+    reference = fit_ratings(battles, style=False, ci="sandwich")
+    np.testing.assert_allclose(ours.theta, reference.theta, rtol=0, atol=1e-9)
+    for mine, theirs in zip(ours.scores, reference.scores, strict=True):
+        assert (mine.model, mine.n_battles) == (theirs.model, theirs.n_battles)
+        assert mine.ci_low == pytest.approx(theirs.ci_low, abs=1e-9)
+        assert mine.ci_high == pytest.approx(theirs.ci_high, abs=1e-9)
+    assert ours.warnings == reference.warnings
+
+
+def test_merging_rows_keeps_outcomes_other_than_win_tie_and_loss():
+    battles = Battles(
+        ["a", "b", "c"],
+        np.array([0, 0, 1, 0, 2]),
+        np.array([1, 1, 2, 1, 0]),
+        np.array([0.3, 0.3, 1.0, 0.5, 0.0]),
+        None,
+        np.array([1.0, 2.0, 1.0, 1.0, 0.5]),
+    )
+    merged = battles.aggregated()
+    assert sorted(zip(merged.a, merged.b, merged.outcome, merged.weight, strict=True)) == [
+        (0, 1, 0.3, 3.0),
+        (0, 1, 0.5, 1.0),
+        (1, 2, 1.0, 1.0),
+        (2, 0, 0.0, 0.5),
+    ]

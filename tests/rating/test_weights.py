@@ -79,3 +79,22 @@ def test_scaling_every_weight_leaves_scores_and_sandwich_intervals_as_they_are(s
         other = three.score_of(score.model)
         assert other.score == pytest.approx(score.score, abs=0.05)
         assert other.ci_high - other.ci_low == pytest.approx(score.ci_high - score.ci_low, rel=1e-3)
+
+
+@pytest.mark.parametrize("weighted", [False, True], ids=["unit", "dedup-weights"])
+def test_merged_rows_give_the_plain_fit_its_intervals_and_its_battle_counts(small, weighted):
+    """The raw live fit merges identical rows (`Battles.aggregated`): with near-duplicate
+    weights the sandwich's meat needs Σw² of the rows merged, not the merged weight squared,
+    and the table still counts battles, not rows."""
+    rng = np.random.default_rng(5)
+    weight = rng.choice([1.0, 1 / np.sqrt(2), 1 / np.sqrt(7)], small.n_rows) if weighted else None
+    plain = (small.reweighted(weight) if weighted else small).without_style()
+    merged = plain.aggregated()
+    assert merged.n_rows < plain.n_rows / 10
+    one = fit_ratings(plain, style=False, ci="sandwich")
+    two = fit_ratings(merged, style=False, ci="sandwich")
+    assert two.n_battles == one.n_battles == small.n_rows
+    for x, y in zip(one.scores, two.scores, strict=True):
+        assert (x.model, x.n_battles) == (y.model, y.n_battles)
+        assert x.score == pytest.approx(y.score, abs=1e-6)
+        assert (x.ci_low, x.ci_high) == pytest.approx((y.ci_low, y.ci_high), abs=1e-6)
