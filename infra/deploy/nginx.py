@@ -45,7 +45,6 @@ def _locations(static_root: Path) -> str:
         alias {static_root}/;
         expires 1h;
         add_header Cache-Control "public";
-        access_log off;
     }}
 
     location /ws/ {{
