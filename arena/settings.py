@@ -147,7 +147,8 @@ STATIC_URL = "static/"
 # Where `collectstatic` puts the files a web server serves; the deployment kit points it outside
 # the private var/ so nginx's own user can read it.
 STATIC_ROOT = Path(env_str("ARENA_STATIC_ROOT", str(VAR_DIR / "static")))
-STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise expects it even when serving from the apps
+# WhiteNoise expects it even when serving from the apps.
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
 

@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from infra.deploy.nginx import Site, local_config
+from infra.deploy.nginx import Site, local_config, site_config
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_DEPLOY_DIR = ROOT / "var" / "deploy"
@@ -635,9 +635,9 @@ def main(argv: list[str] | None = None) -> int:
     start.add_argument(
         "--timeout",
         type=float,
-        default=90,
+        default=180,
         metavar="SECONDS",
-        help="how long to wait for everything to answer",
+        help="how long to wait for everything to answer (default 180)",
     )
     start.add_argument(
         "--no-migrate",
@@ -649,6 +649,24 @@ def main(argv: list[str] | None = None) -> int:
         "down", help="stop nginx, supervisord and everything they started (idempotent)"
     )
     actions.add_parser("status", help="what runs; exit 0 when everything does")
+    site = actions.add_parser(
+        "nginx-site", help="print the site config for a production nginx (sites-available)"
+    )
+    site.add_argument("--workers", type=int, default=2)
+    site.add_argument(
+        "--socket-dir",
+        type=Path,
+        default=PUBLIC_RUNTIME_ROOT,
+        help="the workers' sockets are DIR/web-N.sock (default /run/rsi-arena, as the units)",
+    )
+    site.add_argument("--static-root", type=Path, default=Path("/srv/rsi-arena/static"))
+    site.add_argument("--server-name", default="_")
+    site.add_argument("--listen", default="80")
+    site.add_argument("--tls-certificate", type=Path)
+    site.add_argument("--tls-certificate-key", type=Path)
+    site.add_argument(
+        "--gateway-listen", default="", help="the agents' gateway, e.g. 8001 (empty: none)"
+    )
     args = parser.parse_args(argv)
     try:
         if args.action == "up":
@@ -666,6 +684,25 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.action == "down":
             down()
+            return 0
+        if args.action == "nginx-site":
+            if bool(args.tls_certificate) != bool(args.tls_certificate_key):
+                raise DeployError(
+                    "give both --tls-certificate and --tls-certificate-key, or neither"
+                )
+            sockets = [args.socket_dir / f"web-{index}.sock" for index in range(args.workers)]
+            site_text = site_config(
+                Site(
+                    sockets=sockets,
+                    static_root=args.static_root,
+                    listen=args.listen,
+                    server_name=args.server_name,
+                    tls_certificate=args.tls_certificate,
+                    tls_certificate_key=args.tls_certificate_key,
+                    gateway_listen=args.gateway_listen,
+                )
+            )
+            print(site_text, end="")
             return 0
         return 0 if print_status(Layout.of()) else 3
     except DeployError as error:
