@@ -27,6 +27,7 @@ import re
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -175,6 +176,24 @@ def _wait(what: str, ready: Callable[[], bool], timeout: float, interval: float 
         if time.monotonic() > deadline:
             raise DeployError(f"timed out after {timeout:g} s waiting for {what}")
         time.sleep(interval)
+
+
+def _tail(path: Path, lines: int = 3) -> str:
+    try:
+        return " | ".join(path.read_text(errors="replace").strip().splitlines()[-lines:])
+    except OSError:
+        return f"(no {path})"
+
+
+def _port_free(host: str, port: int) -> bool:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
 
 
 def _supervisor_escape(value: str) -> str:
@@ -405,6 +424,9 @@ def up(
             raise DeployError(
                 f"{tool} is not installed (infra/scripts/test-services.sh installs Debian's nginx and supervisor)"
             )
+    for what, wanted in (("--port", port), ("--gateway-port", gateway_port)):
+        if wanted is not None and not _port_free(host, wanted):
+            raise DeployError(f"{host}:{wanted} ({what}) is already in use")
     env = _program_environment(layout)
     if workers > 1 and not env.get("REDIS_URL"):
         raise DeployError(
@@ -516,9 +538,7 @@ def up(
                 timeout=30,
             )
         if started_nginx.returncode != 0:
-            raise DeployError(
-                f"nginx did not start; see {layout.logs / 'nginx-error.log'} and {layout.logs / 'nginx.out'}"
-            )
+            raise DeployError(f"nginx did not start: {_tail(layout.logs / 'nginx-error.log')}")
         _wait("nginx's pid file", lambda: _read_pid(layout.nginx_pid_file) is not None, 10)
         url = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
         _wait_for_every_worker(layout, url, workers, timeout)

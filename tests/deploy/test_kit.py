@@ -164,12 +164,18 @@ class Voters:
         self.lock = threading.Lock()
         self.voters = []
         a, b = factories.contestant("alpha-model"), factories.contestant("beta-model")
+        # Each battle's voter as the site must record it: the session's and the address's.
+        self.identity: dict[str, tuple[str, str]] = {}
         for index in range(voters):
-            client = arena.client(f"127.0.1.{index + 1}")
+            address = f"127.0.1.{index + 1}"
+            client = arena.client(address)
             voter = arrive(client)
             battles = [
                 factories.complete_battle(voter=voter, a=a, b=b).pk for _ in range(battles_each)
             ]
+            self.identity.update(
+                {battle: (factories.voter_key(voter), ip_hash(address)) for battle in battles}
+            )
             self.voters.append((client, battles))
 
     def run(self, *, deadline_s: float) -> None:
@@ -234,6 +240,12 @@ def test_a_worker_killed_mid_run_loses_no_acknowledged_vote_and_comes_back(
     assert votes_in_database(voters.every_battle()) == voters.acknowledged
     assert set(voters.acknowledged) == voters.every_battle(), voters.statuses
     assert set(voters.statuses) <= {200, 502}, voters.statuses
+    # Behind nginx each vote is its own voter's, from its own address.
+    recorded = Vote.objects.filter(battle_id__in=voters.every_battle())
+    assert {
+        battle: (voter_key, network)
+        for battle, voter_key, network in recorded.values_list("battle_id", "voter_key", "ip_hash")
+    } == voters.identity
 
     # The supervisor starts it again, and nginx sends it requests again.
     _wait_until(
