@@ -48,6 +48,7 @@ PHASES_PROGRAM = "phases"
 SYNC_PROGRAM = "sync"
 # What the workers believe X-Forwarded-For from: nginx, over the sockets only it can open.
 DEFAULT_TRUSTED_PROXIES = "127.0.0.1,::1,unix"
+DEPLOY_ID_VARIABLE = "ARENA_DEPLOY_ID"
 # The caller's variables written to the deploy folder's `environment` for the record (the
 # programs inherit the whole environment of `up`).
 RECORDED_PREFIXES = ("ARENA_", "AGENTS_", "CLUSTER_", "EVALS_", "SAFETY_", "HF_")
@@ -335,7 +336,36 @@ def _program_environment(layout: Layout) -> dict[str, str]:
     env.setdefault("ARENA_TRUSTED_PROXIES", DEFAULT_TRUSTED_PROXIES)
     env["ARENA_STATIC_ROOT"] = str(layout.static_root)
     env["PYTHONUNBUFFERED"] = "1"
+    # Marks this kit's programs, so `down` finds any a dead supervisord left behind.
+    env[DEPLOY_ID_VARIABLE] = layout.public_dir.name
     return env
+
+
+def _is_our_program(command: str) -> bool:
+    return "-m daphne" in command or any(
+        f"manage.py {program}" in command for program in ("phases run", "cluster sync")
+    )
+
+
+def leftover_programs(layout: Layout) -> list[int]:
+    """This kit's programs still running without their supervisor (it was killed): found by
+    the marker in their environment and their command line, never by a name alone. Agent
+    runs' keepers, which inherit the marker from the phase worker, are not among them."""
+    marker = f"{DEPLOY_ID_VARIABLE}={layout.public_dir.name}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes().split(b"\0")
+            command = (
+                (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+            )
+        except OSError:
+            continue
+        if marker in environ and _is_our_program(command) and _pid_alive(int(entry.name)):
+            found.append(int(entry.name))
+    return found
 
 
 def _record_environment(layout: Layout, env: dict[str, str]) -> None:
@@ -415,6 +445,12 @@ def up(
     gateway_port: int | None,
 ) -> State:
     layout = Layout.of()
+    leftovers = leftover_programs(layout)
+    if leftovers:
+        raise DeployError(
+            f"programs of an earlier start still run without their supervisor (pids {leftovers});"
+            " run infra/deploy/down first"
+        )
     if _read_pid(layout.supervisor_pid_file) or _read_pid(layout.nginx_pid_file):
         raise DeployError(
             f"the arena is already up from {layout.deploy_dir}; run infra/deploy/down first"
@@ -614,6 +650,11 @@ def down(*, quiet: bool = False) -> None:
             log(f"stopping supervisord (pid {supervisor_pid}) and its programs")
         # supervisord stops each program (TERM, KILL after stopwaitsecs) before it exits.
         _stop_pid(supervisor_pid, signal.SIGTERM, 40)
+    leftovers = leftover_programs(layout)
+    if leftovers and not quiet:
+        log(f"stopping programs left without their supervisor: pids {leftovers}")
+    for pid in leftovers:
+        _stop_pid(pid, signal.SIGTERM, 15)
     for path in (
         layout.nginx_pid_file,
         layout.supervisor_pid_file,
@@ -627,7 +668,7 @@ def down(*, quiet: bool = False) -> None:
     if not quiet:
         log(
             "down"
-            if nginx_pid or supervisor_pid
+            if nginx_pid or supervisor_pid or leftovers
             else f"nothing was running (deploy folder {layout.deploy_dir})"
         )
 

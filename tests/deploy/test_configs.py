@@ -5,7 +5,10 @@ on what runs."""
 from __future__ import annotations
 
 import configparser
+import os
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -110,3 +113,25 @@ def test_the_web_unit_listens_where_the_production_site_sends_requests():
     site = (DEPLOY / "nginx-site" / "rsi-arena.conf").read_text()
     assert "--endpoint unix:/run/rsi-arena/web-%i.sock:lockfile=1" in unit
     assert "server unix:/run/rsi-arena/web-0.sock" in site
+
+
+def test_down_ends_programs_a_killed_supervisor_left_and_nothing_else(tmp_path, monkeypatch):
+    monkeypatch.setenv("ARENA_DEPLOY_DIR", str(tmp_path))
+    layout = kit.Layout.of()
+    marked = {**os.environ, kit.DEPLOY_ID_VARIABLE: layout.public_dir.name}
+    sleep = [sys.executable, "-c", "import time; time.sleep(120)"]
+    orphan = subprocess.Popen([*sleep, "manage.py", "phases", "run"], env=marked)
+    keeper = subprocess.Popen([*sleep, "-m", "agents.runs.keeper"], env=marked)
+    unmarked = subprocess.Popen([*sleep, "manage.py", "phases", "run"])
+    try:
+        deadline = time.monotonic() + 10
+        while orphan.pid not in kit.leftover_programs(layout) and time.monotonic() < deadline:
+            time.sleep(0.05)  # until the child has exec'd
+        assert kit.leftover_programs(layout) == [orphan.pid]
+        kit.down(quiet=True)
+        assert orphan.wait(timeout=20) is not None
+        assert keeper.poll() is None and unmarked.poll() is None
+    finally:
+        for process in (orphan, keeper, unmarked):
+            process.kill()
+            process.wait()
