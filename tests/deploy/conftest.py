@@ -55,7 +55,7 @@ class DeployedArena:
             base_url=self.url,
             transport=httpx2.HTTPTransport(local_address=address),
             headers=headers,
-            timeout=30,
+            timeout=60,
         )
 
 

@@ -12,6 +12,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import httpx2
 import psycopg
 import pytest
 from django.conf import settings
@@ -190,7 +191,7 @@ class Voters:
 
     def join(self) -> None:
         for thread in self.threads:
-            thread.join(timeout=180)
+            thread.join(timeout=300)
         for client, _ in self.voters:
             client.close()
 
@@ -201,8 +202,8 @@ class Voters:
                 try:
                     reply = post_json(client, f"/api/battles/{battle}/vote", {"choice": choice})
                     status, headers, body = reply.status_code, dict(reply.headers), reply.text
-                except OSError as error:
-                    status, headers, body = 0, {}, str(error)
+                except (httpx2.HTTPError, OSError) as error:  # no answer: not acknowledged
+                    status, headers, body = 0, {}, f"{type(error).__name__}: {error}"
                 with self.lock:
                     self.replies.append((battle, choice, status, {**headers, "body": body}))
                 if status == 200:
@@ -216,6 +217,13 @@ class Voters:
     @property
     def statuses(self) -> Counter[int]:
         return Counter(status for _, _, status, _ in self.replies)
+
+    def unexpected(self, *, allowed: set[int]) -> list[tuple[int, str]]:
+        return [
+            (status, headers["body"][:300])
+            for _, _, status, headers in self.replies
+            if status not in allowed
+        ]
 
     def every_battle(self) -> set[str]:
         return {battle for _, battles in self.voters for battle in battles}
@@ -232,14 +240,14 @@ def test_a_worker_killed_mid_run_loses_no_acknowledged_vote_and_comes_back(
     voters = Voters(deployed_arena, voters=4, battles_each=40)
     killed = deployed_arena.program_pid("web:web-0")
     assert killed is not None
-    voters.run(deadline_s=120)
-    _wait_until(lambda: len(voters.acknowledged) >= 20, 60, "votes before the kill")
+    voters.run(deadline_s=240)
+    _wait_until(lambda: len(voters.acknowledged) >= 20, 120, "votes before the kill")
     subprocess.run(["kill", "-9", str(killed)], check=True)
     voters.join()
 
     assert votes_in_database(voters.every_battle()) == voters.acknowledged
     assert set(voters.acknowledged) == voters.every_battle(), voters.statuses
-    assert set(voters.statuses) <= {200, 502}, voters.statuses
+    assert not voters.unexpected(allowed={200, 502}), voters.statuses
     # Behind nginx each vote is its own voter's, from its own address.
     recorded = Vote.objects.filter(battle_id__in=voters.every_battle())
     assert {
@@ -249,7 +257,7 @@ def test_a_worker_killed_mid_run_loses_no_acknowledged_vote_and_comes_back(
 
     # The supervisor starts it again, and nginx sends it requests again.
     _wait_until(
-        lambda: deployed_arena.program_pid("web:web-0") not in {None, killed}, 120, "the restart"
+        lambda: deployed_arena.program_pid("web:web-0") not in {None, killed}, 180, "the restart"
     )
     socket_of_killed = f"unix:{deployed_arena.state['sockets'][0]}"
 
@@ -263,15 +271,15 @@ def test_a_worker_killed_mid_run_loses_no_acknowledged_vote_and_comes_back(
             for line in access_log_lines(deployed_arena)[-20:]
         )
 
-    _wait_until(restarted_worker_answers, 120, "the restarted worker to answer through nginx")
+    _wait_until(restarted_worker_answers, 180, "the restarted worker to answer through nginx")
 
 
 def test_requests_during_a_database_outage_get_503_and_acknowledged_votes_are_kept(
     deployed_arena: DeployedArena,
 ):
     voters = Voters(deployed_arena, voters=4, battles_each=30)
-    voters.run(deadline_s=90)
-    _wait_until(lambda: len(voters.acknowledged) >= 10, 60, "votes before the outage")
+    voters.run(deadline_s=180)
+    _wait_until(lambda: len(voters.acknowledged) >= 10, 120, "votes before the outage")
     with database_cut_off():
         time.sleep(1.5)
         with deployed_arena.client() as client:
@@ -281,7 +289,7 @@ def test_requests_during_a_database_outage_get_503_and_acknowledged_votes_are_ke
     assert page.status_code == 503
     assert "try again" in page.text and page.headers["retry-after"] == "5"
     assert votes_in_database(voters.every_battle()) == voters.acknowledged
-    assert set(voters.statuses) <= {200, 503}, voters.statuses
+    assert not voters.unexpected(allowed={200, 503}), voters.statuses
     outage_replies = [headers for *_, status, headers in voters.replies if status == 503]
     assert outage_replies, "no vote was in flight during the outage"
     assert all(
