@@ -445,15 +445,15 @@ def up(
     gateway_port: int | None,
 ) -> State:
     layout = Layout.of()
+    if _read_pid(layout.supervisor_pid_file) or _read_pid(layout.nginx_pid_file):
+        raise DeployError(
+            f"the arena is already up from {layout.deploy_dir}; run infra/deploy/down first"
+        )
     leftovers = leftover_programs(layout)
     if leftovers:
         raise DeployError(
             f"programs of an earlier start still run without their supervisor (pids {leftovers});"
             " run infra/deploy/down first"
-        )
-    if _read_pid(layout.supervisor_pid_file) or _read_pid(layout.nginx_pid_file):
-        raise DeployError(
-            f"the arena is already up from {layout.deploy_dir}; run infra/deploy/down first"
         )
     for tool in ("nginx", "supervisord", "supervisorctl"):
         if shutil.which(tool) is None:
