@@ -26,6 +26,7 @@ from tests.deploy.conftest import (
     DENIED_CLIENT,
     DeployedArena,
     arrive,
+    free_port,
     post_json,
 )
 
@@ -52,6 +53,13 @@ def test_up_reports_every_program_running_and_every_worker_answered(
         if '"GET / ' in line and " 200 " in line
     }
     assert answered == {f"unix:{path}" for path in deployed_arena.state["sockets"]}
+
+
+def test_a_second_up_refuses_while_the_kit_runs(deployed_arena: DeployedArena):
+    again = deployed_arena.kit("up", "--port", str(free_port()))
+    assert again.returncode == 1
+    assert "already up" in again.stderr
+    assert deployed_arena.kit("status").returncode == 0
 
 
 def test_nginx_serves_the_static_files_itself(deployed_arena: DeployedArena):
