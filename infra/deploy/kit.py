@@ -17,9 +17,7 @@ Two folders:
 
 from __future__ import annotations
 
-import argparse
 import grp
-import hashlib
 import json
 import os
 import pwd
@@ -34,110 +32,32 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
-from infra.deploy.nginx import Site, local_config, site_config
-
-ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_DEPLOY_DIR = ROOT / "var" / "deploy"
-PUBLIC_RUNTIME_ROOT = Path("/run/rsi-arena")
-NGINX_USER = "www-data"
-# Programs the supervisor keeps running besides the web workers.
-PHASES_PROGRAM = "phases"
-SYNC_PROGRAM = "sync"
-# What the workers believe X-Forwarded-For from: nginx, over the sockets only it can open.
-DEFAULT_TRUSTED_PROXIES = "127.0.0.1,::1,unix"
-DEPLOY_ID_VARIABLE = "ARENA_DEPLOY_ID"
-# The caller's variables written to the deploy folder's `environment` for the record (the
-# programs inherit the whole environment of `up`).
-RECORDED_PREFIXES = ("ARENA_", "AGENTS_", "CLUSTER_", "EVALS_", "SAFETY_", "HF_")
-RECORDED_NAMES = ("DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE", "PATH")
-
-
-class DeployError(RuntimeError):
-    """Something the operator must fix; the message says what."""
-
-
-@dataclass
-class Layout:
-    deploy_dir: Path
-    public_dir: Path
-
-    @classmethod
-    def of(cls, deploy_dir: Path | None = None) -> Layout:
-        deploy_dir = (
-            deploy_dir or Path(os.environ.get("ARENA_DEPLOY_DIR") or DEFAULT_DEPLOY_DIR)
-        ).resolve()
-        if os.geteuid() == 0:
-            # One public folder per deploy folder, so two kits on one machine do not meet.
-            digest = hashlib.sha256(str(deploy_dir).encode()).hexdigest()[:12]
-            public_dir = PUBLIC_RUNTIME_ROOT / digest
-        else:
-            public_dir = deploy_dir / "public"
-        return cls(deploy_dir, public_dir)
-
-    @property
-    def logs(self) -> Path:
-        return self.deploy_dir / "logs"
-
-    @property
-    def state_file(self) -> Path:
-        return self.deploy_dir / "state.json"
-
-    @property
-    def supervisor_config(self) -> Path:
-        return self.deploy_dir / "supervisord.conf"
-
-    @property
-    def supervisor_socket(self) -> Path:
-        return self.deploy_dir / "supervisor.sock"
-
-    @property
-    def supervisor_pid_file(self) -> Path:
-        return self.deploy_dir / "supervisord.pid"
-
-    @property
-    def nginx_config(self) -> Path:
-        return self.deploy_dir / "nginx.conf"
-
-    @property
-    def nginx_pid_file(self) -> Path:
-        return self.deploy_dir / "nginx.pid"
-
-    @property
-    def nginx_access_log(self) -> Path:
-        return self.logs / "nginx-access.log"
-
-    @property
-    def socket_dir(self) -> Path:
-        return self.public_dir / "sockets"
-
-    @property
-    def static_root(self) -> Path:
-        return self.public_dir / "static"
-
-    @property
-    def nginx_temp(self) -> Path:
-        return self.public_dir / "nginx-temp"
-
-    def worker_socket(self, index: int) -> Path:
-        return self.socket_dir / f"web-{index}.sock"
-
-
-@dataclass
-class State:
-    """What `up` started, for `down`, `status`, tests and benchmarks (state.json)."""
-
-    url: str
-    port: int
-    workers: int
-    deploy_dir: str
-    public_dir: str
-    sockets: list[str]
-    supervisor_config: str
-    nginx_access_log: str
-    started_at: float
+from infra.deploy.layout import (
+    DEFAULT_TRUSTED_PROXIES,
+    DEPLOY_ID_VARIABLE,
+    NGINX_USER,
+    PHASES_PROGRAM,
+    PUBLIC_RUNTIME_ROOT,
+    RECORDED_NAMES,
+    RECORDED_PREFIXES,
+    ROOT,
+    SYNC_PROGRAM,
+    DeployError,
+    Layout,
+    State,
+)
+from infra.deploy.nginx import Site, local_config
+from infra.deploy.programs import (
+    leftover_programs,
+    pid_alive,
+    program_states,
+    read_pid,
+    supervisor_config,
+    supervisorctl,
+)
 
 
 def log(message: str) -> None:
@@ -146,29 +66,6 @@ def log(message: str) -> None:
 
 def python_executable() -> str:
     return os.environ.get("ARENA_PYTHON") or sys.executable
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie (our own child not yet reaped) counts as gone.
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def _read_pid(path: Path) -> int | None:
-    try:
-        pid = int(path.read_text().strip())
-    except (OSError, ValueError):
-        return None
-    return pid if pid > 0 and _pid_alive(pid) else None
 
 
 def _wait(what: str, ready: Callable[[], bool], timeout: float, interval: float = 0.1) -> None:
@@ -195,102 +92,6 @@ def _port_free(host: str, port: int) -> bool:
         except OSError:
             return False
     return True
-
-
-def _supervisor_escape(value: str) -> str:
-    return value.replace("%", "%%")
-
-
-def supervisor_config(layout: Layout, *, workers: int, python: str, sync_every: int) -> str:
-    """supervisord.conf: N web workers (group `web`), the phase worker and the sync."""
-    logs = layout.logs
-    programs: list[str] = []
-
-    def program(name: str, command: list[str], extra: str = "") -> None:
-        programs.append(
-            f"""
-[program:{name}]
-command={_supervisor_escape(shlex.join(command))}
-directory={_supervisor_escape(str(ROOT))}
-autostart=true
-autorestart=true
-startsecs=1
-startretries=1000
-stopsignal=TERM
-stopwaitsecs=15
-redirect_stderr=true
-stdout_logfile={_supervisor_escape(str(logs / name))}.log
-stdout_logfile_maxbytes=20MB
-stdout_logfile_backups=2
-{extra}"""
-        )
-
-    web = [f"web-{index}" for index in range(workers)]
-    for index, name in enumerate(web):
-        # lockfile=1: a socket left by a worker killed with -9 is removed on restart.
-        endpoint = f"unix:{layout.worker_socket(index)}:lockfile=1:mode=666"
-        # -v 0: no access log of daphne's own; nginx's has every request, with the client.
-        program(
-            name,
-            [python, "-m", "daphne", "-v", "0", "--endpoint", endpoint, "arena.asgi:application"],
-        )
-    # Agent runs' keepers outlive a restart of the phase worker (agents/runs/README.md): only
-    # the worker itself is signalled, as systemd's KillMode=process.
-    program(
-        PHASES_PROGRAM,
-        [python, "manage.py", "phases", "run"],
-        "stopasgroup=false\nkillasgroup=false\n",
-    )
-    program(SYNC_PROGRAM, [python, "manage.py", "cluster", "sync", "--every", str(sync_every)])
-    socket = _supervisor_escape(str(layout.supervisor_socket))
-    return f"""\
-; Written by infra/deploy/up; rewritten on each start.
-[unix_http_server]
-file={socket}
-chmod=0700
-
-[supervisord]
-pidfile={_supervisor_escape(str(layout.supervisor_pid_file))}
-logfile={_supervisor_escape(str(logs / "supervisord.log"))}
-logfile_maxbytes=20MB
-childlogdir={_supervisor_escape(str(logs))}
-directory={_supervisor_escape(str(ROOT))}
-minfds=16384
-identifier=rsi-arena-{layout.public_dir.name}
-
-[rpcinterface:supervisor]
-supervisor.rpcinterface_factory = supervisor.rpcinterface:make_main_rpcinterface
-
-[supervisorctl]
-serverurl=unix://{socket}
-
-[group:web]
-programs={",".join(web)}
-{"".join(programs)}"""
-
-
-def supervisorctl(
-    layout: Layout, *args: str, timeout: float = 60
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["supervisorctl", "-c", str(layout.supervisor_config), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
-def program_states(layout: Layout) -> dict[str, tuple[str, int | None]]:
-    """Each program's supervisor state and pid: {"web:web-0": ("RUNNING", 1234), ...}."""
-    status = supervisorctl(layout, "status")
-    states: dict[str, tuple[str, int | None]] = {}
-    for line in status.stdout.splitlines():
-        parts = line.split()
-        if len(parts) < 2:
-            continue
-        pid_match = re.search(r"\bpid (\d+),", line)
-        states[parts[0]] = (parts[1], int(pid_match.group(1)) if pid_match else None)
-    return states
 
 
 def _run_checked(what: str, command: list[str], *, env: dict[str, str], timeout: float) -> str:
@@ -339,33 +140,6 @@ def _program_environment(layout: Layout) -> dict[str, str]:
     # Marks this kit's programs, so `down` finds any a dead supervisord left behind.
     env[DEPLOY_ID_VARIABLE] = layout.public_dir.name
     return env
-
-
-def _is_our_program(command: str) -> bool:
-    return "-m daphne" in command or any(
-        f"manage.py {program}" in command for program in ("phases run", "cluster sync")
-    )
-
-
-def leftover_programs(layout: Layout) -> list[int]:
-    """This kit's programs still running without their supervisor (it was killed): found by
-    the marker in their environment and their command line, never by a name alone. Agent
-    runs' keepers, which inherit the marker from the phase worker, are not among them."""
-    marker = f"{DEPLOY_ID_VARIABLE}={layout.public_dir.name}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes().split(b"\0")
-            command = (
-                (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
-            )
-        except OSError:
-            continue
-        if marker in environ and _is_our_program(command) and _pid_alive(int(entry.name)):
-            found.append(int(entry.name))
-    return found
 
 
 def _record_environment(layout: Layout, env: dict[str, str]) -> None:
@@ -445,7 +219,7 @@ def up(
     gateway_port: int | None,
 ) -> State:
     layout = Layout.of()
-    if _read_pid(layout.supervisor_pid_file) or _read_pid(layout.nginx_pid_file):
+    if read_pid(layout.supervisor_pid_file) or read_pid(layout.nginx_pid_file):
         raise DeployError(
             f"the arena is already up from {layout.deploy_dir}; run infra/deploy/down first"
         )
@@ -575,7 +349,7 @@ def up(
             )
         if started_nginx.returncode != 0:
             raise DeployError(f"nginx did not start: {_tail(layout.logs / 'nginx-error.log')}")
-        _wait("nginx's pid file", lambda: _read_pid(layout.nginx_pid_file) is not None, 10)
+        _wait("nginx's pid file", lambda: read_pid(layout.nginx_pid_file) is not None, 10)
         url = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
         _wait_for_every_worker(layout, url, workers, timeout)
     except BaseException:
@@ -602,8 +376,8 @@ def up(
 
 def print_status(layout: Layout) -> bool:
     """Print what runs; True when supervisord, every program and nginx run."""
-    supervisor_pid = _read_pid(layout.supervisor_pid_file)
-    nginx_pid = _read_pid(layout.nginx_pid_file)
+    supervisor_pid = read_pid(layout.supervisor_pid_file)
+    nginx_pid = read_pid(layout.nginx_pid_file)
     state = json.loads(layout.state_file.read_text()) if layout.state_file.exists() else {}
     if supervisor_pid is None and nginx_pid is None:
         print(f"not running (deploy folder {layout.deploy_dir})")
@@ -630,17 +404,17 @@ def _stop_pid(pid: int, sig: int, timeout: float) -> None:
     except ProcessLookupError:
         return
     deadline = time.monotonic() + timeout
-    while _pid_alive(pid) and time.monotonic() < deadline:
+    while pid_alive(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
-    if _pid_alive(pid):
+    if pid_alive(pid):
         os.kill(pid, signal.SIGKILL)
-        _wait(f"pid {pid} to end", lambda: not _pid_alive(pid), 10)
+        _wait(f"pid {pid} to end", lambda: not pid_alive(pid), 10)
 
 
 def down(*, quiet: bool = False) -> None:
     layout = Layout.of()
-    nginx_pid = _read_pid(layout.nginx_pid_file)
-    supervisor_pid = _read_pid(layout.supervisor_pid_file)
+    nginx_pid = read_pid(layout.nginx_pid_file)
+    supervisor_pid = read_pid(layout.supervisor_pid_file)
     if nginx_pid is not None:
         if not quiet:
             log(f"stopping nginx (pid {nginx_pid})")
@@ -671,105 +445,3 @@ def down(*, quiet: bool = False) -> None:
             if nginx_pid or supervisor_pid or leftovers
             else f"nothing was running (deploy folder {layout.deploy_dir})"
         )
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="infra/deploy", description=__doc__.split("\n\n")[0])
-    actions = parser.add_subparsers(dest="action", required=True)
-    start = actions.add_parser("up", help="start nginx, the workers, the phase worker and the sync")
-    start.add_argument("--workers", type=int, default=2, help="ASGI (daphne) workers (default 2)")
-    start.add_argument("--port", type=int, default=8080, help="nginx's port (default 8080)")
-    start.add_argument("--host", default="127.0.0.1", help="nginx's address (default 127.0.0.1)")
-    start.add_argument(
-        "--gateway-port",
-        type=int,
-        default=None,
-        help="also serve the agents' gateway (API and proxy only) on this port",
-    )
-    start.add_argument(
-        "--sync-every",
-        type=int,
-        default=60,
-        metavar="SECONDS",
-        help="accounting and storage sync period (default 60)",
-    )
-    start.add_argument(
-        "--timeout",
-        type=float,
-        default=180,
-        metavar="SECONDS",
-        help="how long to wait for everything to answer (default 180)",
-    )
-    start.add_argument(
-        "--no-migrate",
-        dest="migrate",
-        action="store_false",
-        help="only check that migrations are applied",
-    )
-    actions.add_parser(
-        "down", help="stop nginx, supervisord and everything they started (idempotent)"
-    )
-    actions.add_parser("status", help="what runs; exit 0 when everything does")
-    site = actions.add_parser(
-        "nginx-site", help="print the site config for a production nginx (sites-available)"
-    )
-    site.add_argument("--workers", type=int, default=2)
-    site.add_argument(
-        "--socket-dir",
-        type=Path,
-        default=PUBLIC_RUNTIME_ROOT,
-        help="the workers' sockets are DIR/web-N.sock (default /run/rsi-arena, as the units)",
-    )
-    site.add_argument("--static-root", type=Path, default=Path("/srv/rsi-arena/static"))
-    site.add_argument("--server-name", default="_")
-    site.add_argument("--listen", default="80")
-    site.add_argument("--tls-certificate", type=Path)
-    site.add_argument("--tls-certificate-key", type=Path)
-    site.add_argument(
-        "--gateway-listen", default="", help="the agents' gateway, e.g. 8001 (empty: none)"
-    )
-    args = parser.parse_args(argv)
-    try:
-        if args.action == "up":
-            if args.workers < 1:
-                raise DeployError("--workers must be at least 1")
-            up(
-                workers=args.workers,
-                port=args.port,
-                host=args.host,
-                sync_every=args.sync_every,
-                timeout=args.timeout,
-                migrate=args.migrate,
-                gateway_port=args.gateway_port,
-            )
-            return 0
-        if args.action == "down":
-            down()
-            return 0
-        if args.action == "nginx-site":
-            if bool(args.tls_certificate) != bool(args.tls_certificate_key):
-                raise DeployError(
-                    "give both --tls-certificate and --tls-certificate-key, or neither"
-                )
-            sockets = [args.socket_dir / f"web-{index}.sock" for index in range(args.workers)]
-            site_text = site_config(
-                Site(
-                    sockets=sockets,
-                    static_root=args.static_root,
-                    listen=args.listen,
-                    server_name=args.server_name,
-                    tls_certificate=args.tls_certificate,
-                    tls_certificate_key=args.tls_certificate_key,
-                    gateway_listen=args.gateway_listen,
-                )
-            )
-            print(site_text, end="")
-            return 0
-        return 0 if print_status(Layout.of()) else 3
-    except DeployError as error:
-        print(f"[deploy] error: {error}", file=sys.stderr)
-        return 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from infra.deploy import kit
+from infra.deploy import cli, kit
+from infra.deploy.layout import DEPLOY_ID_VARIABLE, Layout
 from infra.deploy.nginx import Site, local_config, site_config
+from infra.deploy.programs import leftover_programs, supervisor_config
 
 DEPLOY = Path(kit.__file__).parent
 PRODUCTION_SITE_ARGS = [
@@ -26,7 +28,7 @@ PRODUCTION_SITE_ARGS = [
 
 
 def test_the_shipped_production_site_is_what_the_renderer_writes(capsys):
-    assert kit.main(PRODUCTION_SITE_ARGS) == 0
+    assert cli.main(PRODUCTION_SITE_ARGS) == 0
     rendered = capsys.readouterr().out
     assert rendered == (DEPLOY / "nginx-site" / "rsi-arena.conf").read_text(), (
         "re-render infra/deploy/nginx-site/rsi-arena.conf: infra/deploy/run "
@@ -89,9 +91,9 @@ def test_nginx_accepts_the_tls_site(tmp_path: Path):
 
 
 def test_the_supervisor_runs_the_workers_the_phase_worker_and_the_sync(tmp_path: Path):
-    layout = kit.Layout(deploy_dir=tmp_path, public_dir=tmp_path / "public")
+    layout = Layout(deploy_dir=tmp_path, public_dir=tmp_path / "public")
     config = configparser.RawConfigParser()
-    config.read_string(kit.supervisor_config(layout, workers=3, python="/py", sync_every=60))
+    config.read_string(supervisor_config(layout, workers=3, python="/py", sync_every=60))
     assert config["group:web"]["programs"] == "web-0,web-1,web-2"
     for index in range(3):
         web = config[f"program:web-{index}"]
@@ -117,17 +119,17 @@ def test_the_web_unit_listens_where_the_production_site_sends_requests():
 
 def test_down_ends_programs_a_killed_supervisor_left_and_nothing_else(tmp_path, monkeypatch):
     monkeypatch.setenv("ARENA_DEPLOY_DIR", str(tmp_path))
-    layout = kit.Layout.of()
-    marked = {**os.environ, kit.DEPLOY_ID_VARIABLE: layout.public_dir.name}
+    layout = Layout.of()
+    marked = {**os.environ, DEPLOY_ID_VARIABLE: layout.public_dir.name}
     sleep = [sys.executable, "-c", "import time; time.sleep(120)"]
     orphan = subprocess.Popen([*sleep, "manage.py", "phases", "run"], env=marked)
     keeper = subprocess.Popen([*sleep, "-m", "agents.runs.keeper"], env=marked)
     unmarked = subprocess.Popen([*sleep, "manage.py", "phases", "run"])
     try:
         deadline = time.monotonic() + 10
-        while orphan.pid not in kit.leftover_programs(layout) and time.monotonic() < deadline:
+        while orphan.pid not in leftover_programs(layout) and time.monotonic() < deadline:
             time.sleep(0.05)  # until the child has exec'd
-        assert kit.leftover_programs(layout) == [orphan.pid]
+        assert leftover_programs(layout) == [orphan.pid]
         kit.down(quiet=True)
         assert orphan.wait(timeout=20) is not None
         assert keeper.poll() is None and unmarked.poll() is None
