@@ -436,9 +436,9 @@ def down(*, quiet: bool = False) -> None:
         layout.supervisor_socket,
     ):
         path.unlink(missing_ok=True)
-    if layout.socket_dir.exists():
-        for socket in layout.socket_dir.glob("web-*.sock*"):
-            socket.unlink(missing_ok=True)
+    # The sockets, the collected static files (in /run, memory) and nginx's temporary files:
+    # `up` makes them again.
+    shutil.rmtree(layout.public_dir, ignore_errors=True)
     if not quiet:
         log(
             "down"

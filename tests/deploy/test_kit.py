@@ -351,7 +351,7 @@ def test_down_stops_everything_and_is_safe_to_repeat(deployed_arena: DeployedAre
     assert first.returncode == 0, first.stderr
     for pid in [*pids, nginx_pid]:
         assert not Path(f"/proc/{pid}").exists() or _is_zombie(pid), f"pid {pid} still runs"
-    assert not any(Path(path).exists() for path in deployed_arena.state["sockets"])
+    assert not Path(deployed_arena.state["public_dir"]).exists()  # sockets, static files
     again = deployed_arena.kit("down")
     assert again.returncode == 0 and "nothing was running" in again.stdout
     assert deployed_arena.kit("status").returncode == 3
