@@ -45,6 +45,13 @@ FIELD_ENCRYPTION_KEYS = env_list("ARENA_FIELD_ENCRYPTION_KEYS", []) or [
 ]
 ALLOWED_HOSTS = env_list("ARENA_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("ARENA_CSRF_TRUSTED_ORIGINS", [])
+# The reverse proxies whose X-Forwarded-For and X-Forwarded-Proto are believed
+# (arena/proxy_headers.py): addresses or networks, and "unix" for a Unix socket only the proxy
+# can open. Empty (the default): no header is believed, the connection's address is the
+# client's. The deployment kit (infra/deploy/) sets nginx's: 127.0.0.1,::1,unix.
+ARENA_TRUSTED_PROXIES = env_list("ARENA_TRUSTED_PROXIES", [])
+# The Retry-After, in seconds, of the 503 a request gets while the database is unreachable.
+ARENA_OUTAGE_RETRY_AFTER_S = env_int("ARENA_OUTAGE_RETRY_AFTER_S", 5, minimum=1)
 
 INSTALLED_APPS = [
     "daphne",
@@ -72,6 +79,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     # First: on the agent gateway port nothing but /api/ and /proxy/ runs at all.
     "agents.gateway.agents_gateway",
+    # A view that fails because the database is restarting answers 503 "try again" (arena/outage.py).
+    "arena.outage.DatabaseOutageMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -135,8 +144,11 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = VAR_DIR / "static"
-STATIC_ROOT.mkdir(exist_ok=True)  # WhiteNoise expects it even when serving from the apps
+# Where `collectstatic` puts the files a web server serves; the deployment kit points it outside
+# the private var/ so nginx's own user can read it.
+STATIC_ROOT = Path(env_str("ARENA_STATIC_ROOT", str(VAR_DIR / "static")))
+# WhiteNoise expects it even when serving from the apps.
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
 

@@ -8,3 +8,6 @@ urlpatterns = [
     path("", include("evalsuite.urls")),
     path("", include("frontend.urls")),
 ]
+
+# An outage of the database raised by a middleware answers 503 "try again", not a bare 500.
+handler500 = "arena.outage.server_error"

@@ -56,9 +56,9 @@ def denied_networks(values: list[str]) -> list[Network]:
 
 def voting_closed_to_agents(get_response: Callable[[HttpRequest], HttpResponse]):
     """Refuse the voting site to requests from the agents' networks: an agent that reached it
-    could vote for its own model (issue 13, Sybil votes). The address is the connection's
-    (behind a proxy, the one daphne takes from its trusted proxy headers), never a header the
-    client writes."""
+    could vote for its own model (issue 13, Sybil votes). The address is the connection's or,
+    behind a trusted proxy, the client's as arena/proxy_headers.py reads it from the right of
+    X-Forwarded-For: never what the client wrote there."""
     networks = denied_networks(settings.ARENA_VOTING_DENIED_NETWORKS)
 
     def middleware(request: HttpRequest) -> HttpResponse:

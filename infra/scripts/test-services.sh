@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Make sure what the test suite talks to is installed and answering: PostgreSQL, Redis,
-# Debian's Chromium (for the browser tests) and the local Slurm cluster. As root it installs and starts what is missing;
+# Debian's Chromium (for the browser tests), Debian's nginx and supervisor (the deployment kit,
+# infra/deploy/) and the local Slurm cluster. As root it installs and starts what is missing;
 # as another user it says what is missing and stops.
 set -euo pipefail
 
@@ -47,6 +48,12 @@ fi
 # --- Chromium for the browser tests -------------------------------------------------------
 command -v chromium >/dev/null || { log "installing Debian's chromium"; apt_install chromium; }
 
+# --- nginx and supervisord for the deployment kit (infra/deploy/) ----------------------------
+# The kit starts its own nginx and supervisord with its own configs and pid files; whatever the
+# packages' own services do (started or not, by policy-rc.d) does not matter to it.
+command -v nginx >/dev/null || { log "installing Debian's nginx"; apt_install nginx; }
+command -v supervisord >/dev/null || { log "installing Debian's supervisor"; apt_install supervisor; }
+
 # --- The local Slurm cluster (8 nodes x 8 fake GPUs) ----------------------------------------
 if is_root; then
   bash "$(dirname "$0")/../slurm/setup.sh"
@@ -56,4 +63,4 @@ fi
 
 if is_root; then bash "$(dirname "$0")/../training_env/setup.sh"; fi  # the agents' training venv (/opt/rsi-arena/train-env)
 if is_root; then bash "$(dirname "$0")/../firewall/setup.sh"; fi  # agents' users off the platform's ports (nftables)
-log "PostgreSQL, Redis, Chromium and Slurm are ready"
+log "PostgreSQL, Redis, Chromium, nginx, supervisor and Slurm are ready"
