@@ -48,7 +48,8 @@ CSRF_TRUSTED_ORIGINS = env_list("ARENA_CSRF_TRUSTED_ORIGINS", [])
 # The reverse proxies whose X-Forwarded-For and X-Forwarded-Proto are believed
 # (arena/proxy_headers.py): addresses or networks, and "unix" for a Unix socket only the proxy
 # can open. Empty (the default): no header is believed, the connection's address is the
-# client's. The deployment kit (infra/deploy/) sets nginx's: 127.0.0.1,::1,unix.
+# client's. The deployment kit (infra/deploy/) sets "unix": its workers listen on sockets only
+# nginx can open, and nginx sets the header to its own peer (never appends to the client's).
 ARENA_TRUSTED_PROXIES = env_list("ARENA_TRUSTED_PROXIES", [])
 # The Retry-After, in seconds, of the 503 a request gets while the database is unreachable.
 ARENA_OUTAGE_RETRY_AFTER_S = env_int("ARENA_OUTAGE_RETRY_AFTER_S", 5, minimum=1)

@@ -16,7 +16,7 @@ NGINX_USER = "www-data"
 PHASES_PROGRAM = "phases"
 SYNC_PROGRAM = "sync"
 # What the workers believe X-Forwarded-For from: nginx, over the sockets only it can open.
-DEFAULT_TRUSTED_PROXIES = "127.0.0.1,::1,unix"
+DEFAULT_TRUSTED_PROXIES = "unix"
 DEPLOY_ID_VARIABLE = "ARENA_DEPLOY_ID"
 # The caller's variables written to the deploy folder's `environment` for the record (the
 # programs inherit the whole environment of `up`).

@@ -11,14 +11,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-# The headers every proxied location sets. `X-Forwarded-For` gets nginx's peer appended to
-# whatever the client sent: the workers read it from the right (arena/proxy_headers.py).
+# The headers every proxied location sets. nginx is the edge, so `X-Forwarded-For` is set to
+# its peer and whatever the client sent is dropped: an appended header would let a client on a
+# trusted address (nginx's own host) put any address left of it. Behind a load balancer, set
+# nginx's real-IP module to that balancer first. The workers believe the header only from
+# nginx's sockets (arena/proxy_headers.py).
 # `Daphne-Root-Path` is dropped: daphne would take the client's value as the root path, which
 # moves Django's routing (agents/gateway.py).
 PROXY_HEADERS = """\
         proxy_http_version 1.1;
         proxy_set_header Host $http_host;
-        proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+        proxy_set_header X-Forwarded-For $remote_addr;
         proxy_set_header X-Forwarded-Proto $scheme;
         proxy_set_header Daphne-Root-Path "";
         # Answers, agent events and the proxy stream: pass them on as they come.
@@ -115,7 +118,7 @@ upstream rsi_arena_web {{
 server {{
     listen {site.listen};
     server_name {site.server_name};
-    return 301 https://$host$request_uri;
+    return 301 https://$server_name$request_uri;
 }}
 
 server {{

@@ -1,11 +1,14 @@
 """The client's address behind nginx: believed only from trusted proxies, read from the right."""
 
 import asyncio
+from pathlib import Path
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from arena.proxy_headers import TrustedProxies, client_address, client_from_trusted_proxies
+from infra.deploy.layout import DEFAULT_TRUSTED_PROXIES
+from infra.deploy.nginx import PROXY_HEADERS
 
 NGINX = TrustedProxies.parse(["127.0.0.1", "::1", "unix"])
 
@@ -116,3 +119,20 @@ def test_the_asgi_scope_of_an_untrusted_peer_is_left_alone():
     seen = _scope_seen_by_app(dict(scope))
     assert seen["client"] == ["192.0.2.50", 5555]
     assert seen["scheme"] == "http"
+
+
+def test_a_client_on_nginxs_own_host_cannot_choose_its_address_either():
+    """The kit trusts only nginx's sockets: a client connecting to nginx from 127.0.0.1 that
+    writes its own header is read as 127.0.0.1, both from the header nginx now sends (its
+    peer, replacing the client's) and from an appended one (an older site file)."""
+    kit = TrustedProxies.parse(DEFAULT_TRUSTED_PROXIES.split(","))
+    assert client_address(peer=None, forwarded_for=["127.0.0.1"], trusted=kit) == "127.0.0.1"
+    appended = ["203.0.113.9, 127.0.0.1"]
+    assert client_address(peer=None, forwarded_for=appended, trusted=kit) == "127.0.0.1"
+
+
+def test_nginx_replaces_the_clients_forwarded_header_and_redirects_to_its_own_name():
+    assert "proxy_set_header X-Forwarded-For $remote_addr;" in PROXY_HEADERS
+    shipped = (Path(__file__).parents[2] / "infra/deploy/nginx-site/rsi-arena.conf").read_text()
+    assert "$proxy_add_x_forwarded_for" not in shipped
+    assert "return 301 https://$server_name$request_uri;" in shipped and "$host$" not in shipped
