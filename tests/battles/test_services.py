@@ -110,6 +110,22 @@ class TestVoting:
         assert outcome.reveal == {"a": "left", "b": "right"}
         assert Vote.objects.get(battle=battle).choice == "a"
 
+    def test_a_vote_costs_the_database_a_few_statements(self, django_assert_num_queries):
+        # The busiest path of a conference day: the battle with its vote and answers (one
+        # query), the arena's settings (two here: no phase has begun, so the newest
+        # competition is read), the insert (in its savepoint, as the test runs in a
+        # transaction).
+        battle = factories.complete_battle()
+        with django_assert_num_queries(6):
+            vote_record(
+                battle_id=battle.pk, choice="b", voter_key=factories.voter_key(), ip_hash="ip"
+            )
+        with django_assert_num_queries(1):  # a retry reads the recorded vote
+            again = vote_record(
+                battle_id=battle.pk, choice="b", voter_key=factories.voter_key(), ip_hash="ip"
+            )
+        assert again.choice == "b" and again.reveal
+
     def test_a_retried_vote_gets_the_same_answer_not_a_second_vote(self):
         battle = factories.complete_battle()
         first = vote_record(
