@@ -33,7 +33,7 @@ from arena.battles.models import Battle
 from arena.battles.pacing import PacedRelease
 from arena.battles.selectors import battle_for_voter
 from arena.battles.services import SideResult
-from arena.competition.selectors import arena_settings_current
+from arena.competition.selectors import ArenaSettings, arena_settings_current
 from arena.leaderboard.live import screen_closed, screen_opened
 from arena.leaderboard.models import RatingSnapshot
 from arena.leaderboard.selectors import snapshot_latest
@@ -50,10 +50,14 @@ SIDE_INTERRUPTED = "This answer was interrupted."
 
 class BattleConsumer(AsyncJsonWebsocketConsumer):
     task: asyncio.Task[None] | None = None
+    arena: ArenaSettings  # read once per battle, when its socket opens
 
     async def connect(self) -> None:
         battle_id = self.scope["url_route"]["kwargs"]["battle_id"]
-        battle = await database_sync_to_async(_battle_of_session)(
+        # One trip to the database for what the whole battle needs: each trip is a thread hop
+        # and a new database connection, the bulk of a worker's CPU per battle once the model
+        # client was shared (bench/README.md).
+        battle, self.arena = await database_sync_to_async(_battle_and_settings)(
             self.scope.get("session"), battle_id
         )
         if battle is None:
@@ -73,8 +77,7 @@ class BattleConsumer(AsyncJsonWebsocketConsumer):
 
     async def _stream_or_replay(self, battle: Battle) -> None:
         if battle.state == Battle.State.CREATED:
-            arena = await database_sync_to_async(arena_settings_current)()
-            release = _paced_release(self._forward, arena.stream_chars_per_second)
+            release = _paced_release(self._forward, self.arena.stream_chars_per_second)
             releasing = asyncio.create_task(release.run()) if release else None
             try:
                 finished = await battle_run(
@@ -142,8 +145,7 @@ class BattleConsumer(AsyncJsonWebsocketConsumer):
     async def _send_battle_done(self, *, votable: bool) -> None:
         frame: dict[str, Any] = {"type": "battle_done", "votable": votable}
         if votable:
-            arena = await database_sync_to_async(arena_settings_current)()
-            frame["vote_after_ms"] = round(arena.min_vote_seconds * 1000)
+            frame["vote_after_ms"] = round(self.arena.min_vote_seconds * 1000)
         else:
             frame["message"] = "A model failed to answer, so this battle cannot be voted on."
         await self.send_json(frame)
@@ -153,10 +155,11 @@ def _paced_release(emit: EventSink, pace: float) -> PacedRelease | None:
     return PacedRelease(emit, chars_per_second=pace) if pace > 0 else None
 
 
-def _battle_of_session(session: Any, battle_id: str) -> Battle | None:
+def _battle_and_settings(session: Any, battle_id: str) -> tuple[Battle | None, ArenaSettings]:
     # Reading the session may hit the database, so it happens here, off the event loop.
     voter_key = voter_key_or_none(session) if session is not None else None
-    return battle_for_voter(battle_id=battle_id, voter_key=voter_key) if voter_key else None
+    battle = battle_for_voter(battle_id=battle_id, voter_key=voter_key) if voter_key else None
+    return battle, arena_settings_current()
 
 
 def _stored_results(battle: Battle) -> list[tuple[str, SideResult]]:
