@@ -34,7 +34,12 @@ from arena.battles.pacing import PacedRelease
 from arena.battles.selectors import battle_for_voter
 from arena.battles.services import SideResult
 from arena.competition.selectors import ArenaSettings, arena_settings_current
-from arena.leaderboard.live import screen_closed, screen_opened
+from arena.leaderboard.live import (
+    screen_closed,
+    screen_opened,
+    table_for_new_screen,
+    table_shown,
+)
 from arena.leaderboard.models import RatingSnapshot
 from arena.leaderboard.selectors import snapshot_latest
 from arena.leaderboard.services import LIVE_GROUP, live_payload
@@ -191,12 +196,18 @@ class LeaderboardConsumer(AsyncJsonWebsocketConsumer):
         await self.channel_layer.group_add(LIVE_GROUP, self.channel_name)
         await self.accept()
         screen_opened()
-        snapshot = await database_sync_to_async(snapshot_latest)(source=RatingSnapshot.Source.LIVE)
-        await self.send_json({"type": "leaderboard", "table": live_payload(snapshot)})
+        table = await table_for_new_screen(_live_table_from_database)
+        await self.send_json({"type": "leaderboard", "table": table})
 
     async def disconnect(self, code: int) -> None:
         screen_closed()
         await self.channel_layer.group_discard(LIVE_GROUP, self.channel_name)
 
     async def leaderboard_update(self, event: dict[str, Any]) -> None:
+        table_shown(event["table"])
         await self.send_json({"type": "leaderboard", "table": event["table"]})
+
+
+@database_sync_to_async
+def _live_table_from_database() -> dict[str, Any]:
+    return live_payload(snapshot_latest(source=RatingSnapshot.Source.LIVE))
