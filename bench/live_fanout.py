@@ -45,6 +45,12 @@ class Screen:
         self.first = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
 
+    async def connected(self) -> None:
+        """Until the first table arrives, or the socket failed."""
+        waiter = asyncio.ensure_future(self.first.wait())
+        await asyncio.wait({waiter, self.task}, return_when=asyncio.FIRST_COMPLETED)
+        waiter.cancel()
+
     async def watch(self, session: aiohttp.ClientSession, url: str) -> None:
         async with session.ws_connect(f"{url}/ws/leaderboard/", origin=url, heartbeat=None) as ws:
             async for message in ws:
@@ -66,7 +72,7 @@ async def run(args: argparse.Namespace, arena: loadkit.Arena, report: dict) -> N
     connector = aiohttp.TCPConnector(limit=0)
     session = aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None))
     voters_connector = aiohttp.TCPConnector(limit=0)
-    screens = [Screen() for _ in range(args.screens)]
+    screens = everyone = [Screen() for _ in range(args.screens)]
     try:
         voter = (await _voters(arena.urls, voters_connector))[0]
         ready = await battles_ready_to_vote([voter], args.rounds + 1, Results())
@@ -80,8 +86,13 @@ async def run(args: argparse.Namespace, arena: loadkit.Arena, report: dict) -> N
             for index, screen in enumerate(batch, start):
                 url = arena.urls[index % len(arena.urls)]
                 screen.task = asyncio.create_task(screen.watch(session, url))
-            await asyncio.wait_for(asyncio.gather(*(s.first.wait() for s in batch)), 60)
+            await asyncio.wait_for(asyncio.gather(*(s.connected() for s in batch)), 60)
         connected_s = time.perf_counter() - began
+        refused = [s for s in screens if not s.first.is_set()]
+        if refused:
+            print(f"  {len(refused)} screens could not connect (see the workers' logs)")
+        report["screens_refused"] = len(refused)
+        screens = [s for s in screens if s.first.is_set()]
         await asyncio.sleep(2.0)  # let the warm-up vote's refit reach everyone and settle
         rss_after = sum(loadkit.rss_bytes(p) for p in workers)
         per_connection = (rss_after - rss_before) / len(screens)
@@ -138,10 +149,10 @@ async def run(args: argparse.Namespace, arena: loadkit.Arena, report: dict) -> N
         )
         print(f"  memory per connection: {per_connection / 1024:.0f} KiB (workers' RSS growth)")
     finally:
-        for screen in screens:
+        for screen in everyone:
             if screen.task is not None:
                 screen.task.cancel()
-        await asyncio.gather(*(s.task for s in screens if s.task), return_exceptions=True)
+        await asyncio.gather(*(s.task for s in everyone if s.task), return_exceptions=True)
         await session.close()
         await voters_connector.close()
 
