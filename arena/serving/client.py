@@ -53,10 +53,13 @@ StreamEvent = TextDelta | StreamEnd
 # builds an SSL context (certifi's whole bundle), which was half of a worker's CPU per battle
 # (bench/README.md), and a kept client reuses its connections. Per loop, because a client's
 # connections belong to the loop that opened them.
-CLIENTS_PER_LOOP = 32  # beyond this (servers moved, restarted), the oldest client is closed
+# Beyond this many servers (moved, restarted), the least recently used client is closed: an
+# arena serves one phase's contestants, a dozen or two, so that one has no stream left.
+CLIENTS_PER_LOOP = 64
 _clients: weakref.WeakKeyDictionary[
     asyncio.AbstractEventLoop, OrderedDict[tuple[str, str], openai.AsyncOpenAI]
 ] = weakref.WeakKeyDictionary()
+_closing: set[asyncio.Task[None]] = set()
 
 
 def _client_for(endpoint: Endpoint) -> openai.AsyncOpenAI:
@@ -72,8 +75,9 @@ def _client_for(endpoint: Endpoint) -> openai.AsyncOpenAI:
     )
     while len(clients) > CLIENTS_PER_LOOP:
         _, oldest = clients.popitem(last=False)
-        # Streams still open on it keep reading; closing waits for nothing they need.
-        loop.create_task(oldest.close())
+        closing = loop.create_task(oldest.close())
+        _closing.add(closing)  # the loop keeps only a weak reference to a task
+        closing.add_done_callback(_closing.discard)
     return client
 
 
