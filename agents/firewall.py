@@ -195,7 +195,8 @@ def platform_ports() -> list[PortRange]:
         ports.append((int(database.get("PORT") or 5432),) * 2)
     for layer in settings.CHANNEL_LAYERS.values():
         for host in layer.get("CONFIG", {}).get("hosts", []):
-            parts = urlsplit(str(host))
+            # A host is a URL, or a dict of connection settings with the URL as its address.
+            parts = urlsplit(str(host.get("address", "") if isinstance(host, dict) else host))
             if parts.scheme in {"redis", "rediss"}:
                 ports.append((parts.port or 6379,) * 2)
     merged = merge_ports(ports)

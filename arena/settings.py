@@ -124,7 +124,19 @@ if _redis_url:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [parse_redis_url(_redis_url)]},
+            "CONFIG": {
+                "hosts": [
+                    {
+                        "address": parse_redis_url(_redis_url),
+                        # redis-py 8 gives every read a 5 s timeout by default, which is also
+                        # how long channels_redis blocks waiting for a message: a socket idle
+                        # that long (a live board between refits) raced it, lost, and was closed
+                        # (bench/live_fanout.py). Longer than the wait, short enough to notice a
+                        # dead Redis.
+                        "socket_timeout": 15,
+                    }
+                ]
+            },
         }
     }
 else:

@@ -33,8 +33,13 @@ from arena.battles.models import Battle
 from arena.battles.pacing import PacedRelease
 from arena.battles.selectors import battle_for_voter, battle_turns
 from arena.battles.services import SideResult
-from arena.competition.selectors import arena_settings_current
-from arena.leaderboard.live import screen_closed, screen_opened
+from arena.competition.selectors import ArenaSettings, arena_settings_current
+from arena.leaderboard.live import (
+    screen_closed,
+    screen_opened,
+    table_for_new_screen,
+    table_shown,
+)
 from arena.leaderboard.models import RatingSnapshot
 from arena.leaderboard.selectors import snapshot_latest
 from arena.leaderboard.services import LIVE_GROUP, live_payload
@@ -50,10 +55,14 @@ SIDE_INTERRUPTED = "This answer was interrupted."
 
 class BattleConsumer(AsyncJsonWebsocketConsumer):
     task: asyncio.Task[None] | None = None
+    arena: ArenaSettings  # read once per battle, when its socket opens
 
     async def connect(self) -> None:
         battle_id = self.scope["url_route"]["kwargs"]["battle_id"]
-        battle = await database_sync_to_async(_battle_of_session)(
+        # One trip to the database for what the whole battle needs: each trip is a thread hop
+        # and a new database connection, the bulk of a worker's CPU per battle once the model
+        # client was shared (bench/README.md).
+        battle, self.arena = await database_sync_to_async(_battle_and_settings)(
             self.scope.get("session"), battle_id
         )
         if battle is None:
@@ -75,8 +84,7 @@ class BattleConsumer(AsyncJsonWebsocketConsumer):
 
     async def _stream_or_replay(self, battle: Battle) -> None:
         if battle.state == Battle.State.CREATED:
-            arena = await database_sync_to_async(arena_settings_current)()
-            release = _paced_release(self._forward, arena.stream_chars_per_second)
+            release = _paced_release(self._forward, self.arena.stream_chars_per_second)
             releasing = asyncio.create_task(release.run()) if release else None
             try:
                 finished = await battle_run(
@@ -152,8 +160,7 @@ class BattleConsumer(AsyncJsonWebsocketConsumer):
     async def _send_battle_done(self, *, votable: bool) -> None:
         frame: dict[str, Any] = {"type": "battle_done", "votable": votable}
         if votable:
-            arena = await database_sync_to_async(arena_settings_current)()
-            frame["vote_after_ms"] = round(arena.min_vote_seconds * 1000)
+            frame["vote_after_ms"] = round(self.arena.min_vote_seconds * 1000)
         else:
             frame["message"] = "A model failed to answer, so this battle cannot be voted on."
         await self.send_json(frame)
@@ -163,10 +170,11 @@ def _paced_release(emit: EventSink, pace: float) -> PacedRelease | None:
     return PacedRelease(emit, chars_per_second=pace) if pace > 0 else None
 
 
-def _battle_of_session(session: Any, battle_id: str) -> Battle | None:
+def _battle_and_settings(session: Any, battle_id: str) -> tuple[Battle | None, ArenaSettings]:
     # Reading the session may hit the database, so it happens here, off the event loop.
     voter_key = voter_key_or_none(session) if session is not None else None
-    return battle_for_voter(battle_id=battle_id, voter_key=voter_key) if voter_key else None
+    battle = battle_for_voter(battle_id=battle_id, voter_key=voter_key) if voter_key else None
+    return battle, arena_settings_current()
 
 
 def _stored_turns(battle: Battle) -> list[tuple[int, list[tuple[str, SideResult]]]]:
@@ -203,12 +211,18 @@ class LeaderboardConsumer(AsyncJsonWebsocketConsumer):
         await self.channel_layer.group_add(LIVE_GROUP, self.channel_name)
         await self.accept()
         screen_opened()
-        snapshot = await database_sync_to_async(snapshot_latest)(source=RatingSnapshot.Source.LIVE)
-        await self.send_json({"type": "leaderboard", "table": live_payload(snapshot)})
+        table = await table_for_new_screen(_live_table_from_database)
+        await self.send_json({"type": "leaderboard", "table": table})
 
     async def disconnect(self, code: int) -> None:
         screen_closed()
         await self.channel_layer.group_discard(LIVE_GROUP, self.channel_name)
 
     async def leaderboard_update(self, event: dict[str, Any]) -> None:
+        table_shown(event["table"])
         await self.send_json({"type": "leaderboard", "table": event["table"]})
+
+
+@database_sync_to_async
+def _live_table_from_database() -> dict[str, Any]:
+    return live_payload(snapshot_latest(source=RatingSnapshot.Source.LIVE))

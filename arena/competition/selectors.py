@@ -3,6 +3,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.conf import settings
+from django.db.models import Case, IntegerField, Value, When
 
 from arena.competition.models import Competition, Phase
 from cluster.backends.base import AccountLimits
@@ -68,8 +69,23 @@ ARENA_SETTING_DEFAULTS = {
 
 def competition_current() -> Competition | None:
     """The competition the arena and the agents are in now: the one whose phase the arena
-    serves, else the one whose phase runs or ran last, else the newest planned."""
-    phase = phase_in_arena() or phase_current()
+    serves, else the one whose phase runs or ran last, else the newest planned.
+
+    The same choice as `phase_in_arena() or phase_current()`, in one query instead of three
+    and a fourth for the competition: the arena's settings are read on every battle and vote.
+    """
+    in_order = Case(
+        When(state=Phase.State.SERVING, then=Value(0)),
+        When(state=Phase.State.RUNNING, then=Value(1)),
+        default=Value(2),
+        output_field=IntegerField(),
+    )
+    phase = (
+        Phase.objects.exclude(state=Phase.State.SCHEDULED)
+        .select_related("competition")
+        .order_by(in_order, "-starts_at")
+        .first()
+    )
     if phase is not None:
         return phase.competition
     return Competition.objects.order_by("-created_at", "-pk").first()

@@ -14,6 +14,8 @@ import logging
 import os
 import socket
 import time
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from channels.db import database_sync_to_async
 
@@ -42,8 +44,45 @@ def screen_opened() -> None:
 
 def screen_closed() -> None:
     """A live screen went away; with the last one the loop ends at its next poll."""
-    global _screens
+    global _screens, _shown
     _screens = max(0, _screens - 1)
+    if _screens == 0:
+        _shown = None  # nobody receives the updates that kept it current any more
+
+
+# The table this process's screens show, kept while one is open: a conference's screens
+# connect in bursts, and one database read each ran PostgreSQL out of connections at a few
+# hundred (bench/live_fanout.py). Every refit reaches every open screen (`table_shown`), so
+# the kept table is the current one; the first screen reads it, the others wait for that read.
+_shown: tuple[asyncio.AbstractEventLoop, dict[str, Any]] | None = None
+_reading: asyncio.Task[dict[str, Any]] | None = None
+
+
+async def table_for_new_screen(read: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
+    """The live table for a screen that just connected (after `screen_opened`): the kept one,
+    else one `read()` shared by every screen connecting meanwhile."""
+    global _shown, _reading
+    loop = asyncio.get_running_loop()
+    if _shown is not None and _shown[0] is loop:
+        return _shown[1]
+    if _reading is None or _reading.done() or _reading.get_loop() is not loop:
+        _reading = loop.create_task(_read_and_keep(read))
+    return await asyncio.shield(_reading)
+
+
+async def _read_and_keep(read: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
+    global _shown
+    table = await read()
+    if _screens and _shown is None:  # a refit that arrived meanwhile is newer: keep that
+        _shown = (asyncio.get_running_loop(), table)
+    return table
+
+
+def table_shown(table: dict[str, Any]) -> None:
+    """A refit's table reached this process's screens: new screens get it too."""
+    global _shown
+    if _screens:
+        _shown = (asyncio.get_running_loop(), table)
 
 
 def ensure_live_refits() -> None:

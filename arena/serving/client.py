@@ -7,8 +7,11 @@ so moving a contestant to a GPU needs a new base URL, not new code.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
+import weakref
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
 from typing import TypeVar
@@ -46,6 +49,37 @@ class StreamEnd:
 
 StreamEvent = TextDelta | StreamEnd
 
+# One client per model server and event loop, kept for the loop's life: building a client
+# builds an SSL context (certifi's whole bundle), which was half of a worker's CPU per battle
+# (bench/README.md), and a kept client reuses its connections. Per loop, because a client's
+# connections belong to the loop that opened them.
+# Beyond this many servers (moved, restarted), the least recently used client is closed: an
+# arena serves one phase's contestants, a dozen or two, so that one has no stream left.
+CLIENTS_PER_LOOP = 64
+_clients: weakref.WeakKeyDictionary[
+    asyncio.AbstractEventLoop, OrderedDict[tuple[str, str], openai.AsyncOpenAI]
+] = weakref.WeakKeyDictionary()
+_closing: set[asyncio.Task[None]] = set()
+
+
+def _client_for(endpoint: Endpoint) -> openai.AsyncOpenAI:
+    loop = asyncio.get_running_loop()
+    clients = _clients.setdefault(loop, OrderedDict())
+    key = (endpoint.base_url, endpoint.api_key)
+    client = clients.get(key)
+    if client is not None:
+        clients.move_to_end(key)
+        return client
+    client = clients[key] = openai.AsyncOpenAI(
+        base_url=endpoint.base_url, api_key=endpoint.api_key or "unused", max_retries=0
+    )
+    while len(clients) > CLIENTS_PER_LOOP:
+        _, oldest = clients.popitem(last=False)
+        closing = loop.create_task(oldest.close())
+        _closing.add(closing)  # the loop keeps only a weak reference to a task
+        closing.add_done_callback(_closing.discard)
+    return client
+
 
 class _ServerClock:
     """The answer's time budget, spent only while waiting on the server.
@@ -82,17 +116,13 @@ async def stream_chat(
     `timeout_s` spent waiting on the server ends the stream with finish_reason "error" and a
     short message fit to show a voter (no URLs, no model names).
     """
-    client = openai.AsyncOpenAI(
-        base_url=endpoint.base_url,
-        api_key=endpoint.api_key or "unused",
-        timeout=timeout_s,
-        max_retries=0,
-    )
+    client = _client_for(endpoint)
     clock = _ServerClock(timeout_s)
     started = time.monotonic()
     first_token_s: float | None = None
     finish_reason = ""
     failure = ""
+    stream = None
     try:
         try:
             stream = await clock.wait(
@@ -102,6 +132,7 @@ async def stream_chat(
                     max_tokens=max_tokens,
                     temperature=temperature,
                     stream=True,
+                    timeout=timeout_s,
                 )
             )
         except Exception as exc:
@@ -124,7 +155,12 @@ async def stream_chat(
                 if choice.finish_reason:
                     finish_reason = choice.finish_reason
     finally:
-        await client.close()
+        if stream is not None:
+            # Drops the connection of an answer cut short (its server may still be writing);
+            # a finished one goes back to the client's pool. Closing is not the model's answer:
+            # whatever it raises, the voter's stream has ended already.
+            with contextlib.suppress(Exception):
+                await stream.close()
     if not failure and not finish_reason:
         failure = CUT_OFF
     if failure:

@@ -110,6 +110,23 @@ class TestVoting:
         assert outcome.reveal == {"a": "left", "b": "right"}
         assert Vote.objects.get(battle=battle).choice == "a"
 
+    def test_a_vote_costs_the_database_a_few_statements(self, django_assert_num_queries):
+        # The busiest path of a conference day: the battle (locked, against a follow-up sent
+        # at the same moment) with its vote and answers in one query, the arena's settings
+        # (two here: no phase has begun, so the newest competition is read), the insert. As
+        # the test runs in a transaction, the lock's transaction and the insert's each count a
+        # SAVEPOINT and a RELEASE here; in production the first is the request's BEGIN/COMMIT.
+        battle = factories.complete_battle()
+        with django_assert_num_queries(8):
+            vote_record(
+                battle_id=battle.pk, choice="b", voter_key=factories.voter_key(), ip_hash="ip"
+            )
+        with django_assert_num_queries(3):  # a retry reads the recorded vote
+            again = vote_record(
+                battle_id=battle.pk, choice="b", voter_key=factories.voter_key(), ip_hash="ip"
+            )
+        assert again.choice == "b" and again.reveal
+
     def test_a_retried_vote_gets_the_same_answer_not_a_second_vote(self):
         battle = factories.complete_battle()
         first = vote_record(

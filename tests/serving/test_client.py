@@ -102,3 +102,40 @@ async def test_a_slow_reader_is_not_interrupted_by_the_models_deadline(scripted_
             await asyncio.sleep(1.0)
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "One two three"
     assert events[-1].finish_reason == "stop"
+
+
+@pytest.mark.asyncio
+async def test_streams_to_one_server_share_one_client(scripted_llm, monkeypatch):
+    # Building a client builds an SSL context: once per server and event loop, not per answer.
+    import openai
+
+    built = []
+    real = openai.AsyncOpenAI
+
+    def counting(*args, **kwargs):
+        built.append(kwargs.get("base_url"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(openai, "AsyncOpenAI", counting)
+    scripted_llm.scripts["shared"] = Script("Same server, same client.", delay_s=0)
+    scripted_llm.scripts["shared-too"] = Script("Another model, same server.", delay_s=0)
+    for model in ("shared", "shared-too", "shared"):
+        text, end = await collect(Endpoint(scripted_llm.base_url, model))
+        assert end.finish_reason == "stop" and text
+    assert built == [scripted_llm.base_url]
+
+
+@pytest.mark.asyncio
+async def test_a_stream_cut_short_leaves_the_shared_client_usable(scripted_llm):
+    # The reader stops after the first delta (an answer over the arena's length limit): its
+    # connection is dropped, and the next answer from the same server streams whole.
+    import contextlib
+
+    scripted_llm.scripts["long"] = Script("word " * 200, chunk_chars=5, delay_s=0.001)
+    endpoint = Endpoint(scripted_llm.base_url, "long")
+    stream = stream_chat(endpoint, MESSAGES, max_tokens=32, temperature=0.0, timeout_s=5)
+    async with contextlib.aclosing(stream):
+        first = await anext(stream)
+    assert isinstance(first, TextDelta)
+    text, end = await collect(endpoint)
+    assert text == "word " * 200 and end.finish_reason == "stop"
