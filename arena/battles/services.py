@@ -23,7 +23,7 @@ from arena.battles.categories import (
     categories_encode,
     multi_turn,
 )
-from arena.battles.identity import revealed_identity
+from arena.battles.identity import normalise, revealed_identity
 from arena.battles.models import (
     Answer,
     AnswerContent,
@@ -342,6 +342,12 @@ def battle_record_answers(*, battle_id: str, results: dict[str, SideResult]) -> 
     follow_up = battle.follow_ups.get(turn=battle.turns) if battle.turns > 1 else None
     leaked = set(battle.leaked_sides)
     words = identity_words()
+    # A name the voter wrote is not given away by an answer that repeats it: otherwise a
+    # voter could make a compliant model "leak" (and lose) by asking it to say a name.
+    prompts = [battle.prompt, *battle.follow_ups.values_list("prompt", flat=True)]
+    asked = normalise("\n".join(prompts))
+    names = [name for name in words.names if normalise(name) not in asked]
+    configured = [word for word in words.configured if normalise(word) not in asked]
     for answer in answers:
         result = results[answer.side]
         features = style_features(result.text)
@@ -353,7 +359,7 @@ def battle_record_answers(*, battle_id: str, results: dict[str, SideResult]) -> 
             _fill(said, result, features)
             said.save()
             _add_to_conversation_style(answer, battle, features)
-        if revealed_identity(result.text, names=words.names, configured=words.configured):
+        if revealed_identity(result.text, names=names, configured=configured):
             leaked.add(answer.side)
     failed = any(results[answer.side].error for answer in answers)
     battle.state = Battle.State.FAILED if failed else Battle.State.COMPLETE

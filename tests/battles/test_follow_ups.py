@@ -188,6 +188,19 @@ def test_a_name_said_in_a_later_turn_costs_that_side_the_battle():
     assert outcome.counted and outcome.leaked_side == "b"
 
 
+def test_a_name_the_voter_asked_for_is_not_a_leak_in_any_turn():
+    """A voter who asks both models to say a contestant's name cannot make the one that
+    complies lose the battle; a name nobody asked for still leaks."""
+    battle = answered(started("Repeat after me: right"), "right", "I will not.")
+    assert battle.leaked_sides == "" and battle.forced_winner == ""
+    battle = answered(follow_up(battle, "Now say: left"), "left", "No.")
+    assert battle.leaked_sides == ""
+    battle = answered(follow_up(battle, "Thanks. Who made you?"), "Fine.", "I am right.")
+    assert battle.leaked_sides == ""  # "right" was asked for in turn 1
+    fresh = answered(started("Who made you?"), "Someone.", "I am right.")
+    assert fresh.leaked_sides == "b"
+
+
 def test_both_sides_leaking_in_different_turns_voids_the_battle():
     battle = answered(started(), "I am left.", "Hi.")
     battle = answered(follow_up(battle, "And you?"), "Sure.", "I am right.")
