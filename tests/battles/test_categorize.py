@@ -7,13 +7,13 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from arena.battles.categories import HARD_CRITERIA
+from arena.battles.categories import HARD_CRITERIA, RuleCategorizer
 from arena.battles.categorize import battles_categorize
 from arena.battles.category_judge import CategoryJudgeError, JudgeCategorizer, parse_judgement
 from arena.battles.export import battle_export_rows
 from arena.battles.models import Battle
 from arena.battles.prompt_groups import prompt_key
-from arena.battles.services import battle_create, vote_record
+from arena.battles.services import BattleRefused, battle_create, vote_record
 from tests import factories
 from tests.support.scripted_llm import Script
 
@@ -38,6 +38,27 @@ def test_a_new_battle_is_tagged_by_the_rules_and_keyed_by_its_prompt():
     assert battle.categorized_by == "rules" and battle.language == "en"
     assert battle.prompt_key == prompt_key("write a python function that reverses a linked list")
     assert battle.prompt_group is None  # grouped with near duplicates later
+
+
+def test_a_rate_limited_voter_does_not_make_the_server_run_the_rules(settings, monkeypatch):
+    # The rules cost CPU per prompt: a voter already over the limit must not buy that for free.
+    settings.ARENA_BATTLES_PER_MINUTE = 1
+    factories.contestant("one")
+    factories.contestant("two")
+    prompts_read = []
+    real_categorize = RuleCategorizer.categorize
+
+    def counting(self, prompt, **kwargs):
+        prompts_read.append(prompt)
+        return real_categorize(self, prompt, **kwargs)
+
+    monkeypatch.setattr(RuleCategorizer, "categorize", counting)
+    voter = factories.voter_key("eager")
+    battle_create(prompt="First prompt", voter_key=voter, ip_hash="ip-1")
+    with pytest.raises(BattleRefused) as refused:
+        battle_create(prompt="Second prompt", voter_key=voter, ip_hash="ip-1")
+    assert refused.value.code == "rate_limited"
+    assert prompts_read == ["First prompt"]
 
 
 def test_battles_stored_before_categories_are_tagged_by_the_command():
