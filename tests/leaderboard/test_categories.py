@@ -2,11 +2,15 @@
 with a known answer: the page, its JSON, the `ratings` command (database and export)."""
 
 import json
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from io import StringIO
 
 import numpy as np
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import connection
 from django.test import Client
 
 from arena.battles.categories import categories_encode
@@ -14,6 +18,7 @@ from arena.battles.export import battle_export_rows, write_battle_export
 from arena.battles.models import Battle
 from arena.battles.prompt_groups import prompt_key
 from arena.battles.services import vote_record
+from arena.leaderboard import services as leaderboard_services
 from arena.leaderboard.models import RatingSnapshot
 from arena.leaderboard.selectors import global_snapshot_latest
 from arena.leaderboard.services import (
@@ -226,3 +231,49 @@ def test_fifty_near_copies_of_a_prompt_do_not_outweigh_ten_distinct_prompts(spam
     write_battle_export(battle_export_rows(), export)
     from_file = ratings("--votes", str(export), "--no-style")
     assert from_file["scores"] == after["scores"] and from_file["dedup"]["battles_grouped"] == 50
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_views_of_a_category_board_fit_it_once(coder_and_writer, monkeypatch):
+    # The board is public and refits on request: requests arriving together must not all pay
+    # for a fit. One fits; the other, with no table stored yet, is told to try again.
+    fits = []
+    real_fit = leaderboard_services.snapshot_unsaved
+
+    def slow_counted_fit(*args, **kwargs):
+        fits.append(kwargs.get("category"))
+        time.sleep(1.0)  # long enough that the second request arrives during the fit
+        return real_fit(*args, **kwargs)
+
+    monkeypatch.setattr(leaderboard_services, "snapshot_unsaved", slow_counted_fit)
+    together = threading.Barrier(2)
+
+    def view() -> str:
+        try:
+            together.wait()
+            leaderboard_services.category_leaderboard(category="coding")
+            return "table"
+        except leaderboard_services.CategoryBeingComputed:
+            return "try again"
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        outcomes = sorted(pool.map(lambda _: view(), range(2)))
+
+    assert fits == ["coding"]
+    assert outcomes == ["table", "try again"]
+    # Later views get the stored table without another fit.
+    leaderboard_services.category_leaderboard(category="coding")
+    assert fits == ["coding"]
+
+
+def test_a_category_board_refits_at_most_once_per_minimum_interval(coder_and_writer, settings):
+    settings.ARENA_CATEGORY_REFIT_MIN_SECONDS = 3600
+    coder, writer = coder_and_writer
+    first = leaderboard_services.category_leaderboard(category="coding")
+    voted(coder, writer, prompt="Write a Rust function", tags={"coding"})
+    # A new vote, but the table is younger than the interval: the stored one is shown.
+    assert leaderboard_services.category_leaderboard(category="coding").pk == first.pk
+    settings.ARENA_CATEGORY_REFIT_MIN_SECONDS = 0
+    assert leaderboard_services.category_leaderboard(category="coding").pk != first.pk
