@@ -209,14 +209,18 @@ def test_fifty_near_copies_of_a_prompt_do_not_outweigh_ten_distinct_prompts(spam
     call_command("battles", "categorize", stdout=out)
     assert "60 prompts into 11 groups (50 in groups of several)" in out.getvalue()
 
-    # Grouped: the 50 weigh as much as √50 ≈ 7.07 distinct prompts against 10, so `varied`
-    # leads by 400·log10(10/√50) ≈ 60.2 points.
+    # Grouped: each of the 50 copies weighs 1/√50 ≈ 0.1414 (together 50/√50 = √50 ≈ 7.07),
+    # each of the 10 distinct prompts weighs 1 (together 10), and nothing is rescaled: the
+    # fit's total weight is 17.07, not 60. With two models the estimate is the log-odds of
+    # the weighted wins, so `varied` leads by 400·log10(10/√50) ≈ 60.2 points.
     after = ratings("--no-style")
     assert gap(after, "varied", "spam") == pytest.approx(400 * np.log10(10 / np.sqrt(50)), abs=1)
     assert after["n_battles"] == 60  # battles, whatever they weigh
     assert after["dedup"]["battles_grouped"] == 50
     share = np.sqrt(50) / (np.sqrt(50) + 10)  # of the fit's weight, the 50 copies hold 41 %
     assert after["dedup"]["grouped_share_of_fit"] == pytest.approx(share, abs=1e-4)
+    assert after["dedup"]["max_weight"] == 1.0  # a distinct prompt: never more than one battle
+    assert after["dedup"]["min_weight"] == pytest.approx(1 / np.sqrt(50), abs=1e-4)
     snapshot = RatingSnapshot.objects.filter(source="command").first()
     assert snapshot.dedup["rule"].startswith("1/sqrt(group size)") and snapshot.n_battles == 60
     assert snapshot.analyses["votes_per_model"] == {"spam": 60, "varied": 60}
