@@ -16,7 +16,9 @@ sway its leaderboard, and de-duplicates its most frequent prompts. Here:
   does not percolate into one group, since every member must be near the one representative.
   Candidates come from `BANDS` = 8 bands of 8 values (a representative is a candidate when
   any band agrees: found with probability 0.9 at Jaccard 0.8), so the work is one signature
-  comparison per candidate. Memory: a 64-value signature (256 bytes) a prompt.
+  comparison per candidate, at most `BANDS` × `BUCKET_MAX` candidates (the oldest
+  representatives of each band key) so templated prompts cannot make it quadratic. Memory: a
+  64-value signature (256 bytes) a prompt.
 - **Weight** (`group_weights`): each battle of a group of g ≥ 2 battles (within the battles
   being fitted) weighs 1/√g, a battle whose prompt is alone weighs 1, and nothing is scaled
   up: no battle ever weighs more than 1, so a voter's unique prompts cannot gain weight from
@@ -46,6 +48,10 @@ KEY_BITS = 52
 # A prompt joins a group when at least this share of its MinHash values equals the group's
 # representative's (an estimate of their Jaccard similarity over 5-grams).
 JOIN_SIMILARITY = 0.8
+# Representatives kept per band key: templated prompts ("What is the capital of X?") collide
+# in some bands by the thousand, and an unbounded bucket would make grouping quadratic. A
+# prompt is compared with at most BANDS × BUCKET_MAX representatives, in one numpy step.
+BUCKET_MAX = 16
 WEIGHT_RULE = "1/sqrt(group size) for a group of several, 1 alone; never rescaled upward"
 _PRIME = (1 << 31) - 1  # hashes and permutations modulo a Mersenne prime: no uint64 overflow
 _rng = np.random.default_rng(20240611)
@@ -127,16 +133,21 @@ def star_groups(signatures: NDArray[np.unsignedinteger]) -> NDArray[np.intp]:
         candidates: set[int] = set()
         for band, key in enumerate(keys):
             candidates.update(by_band[band].get(key, ()))
-        best, best_agree = -1, needed - 1
-        for group in sorted(candidates):
-            agree = int(np.count_nonzero(signatures[i] == signatures[representatives[group]]))
-            if agree > best_agree:
-                best, best_agree = group, agree
+        best = -1
+        if candidates:
+            ordered = sorted(candidates)
+            reps = np.fromiter((representatives[g] for g in ordered), np.intp, len(ordered))
+            agree = np.count_nonzero(signatures[reps] == signatures[i], axis=1)
+            top = int(np.argmax(agree))  # the first of the best: the oldest group
+            if agree[top] >= needed:
+                best = ordered[top]
         if best < 0:
             best = len(representatives)
             representatives.append(i)
             for band, key in enumerate(keys):
-                by_band[band].setdefault(key, []).append(best)
+                bucket = by_band[band].setdefault(key, [])
+                if len(bucket) < BUCKET_MAX:
+                    bucket.append(best)
         groups[i] = best
     return groups
 
