@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from django.conf import settings
+from django.utils import timezone
 
 from arena.battles.categories import (
     MULTI_TURN,
@@ -85,6 +86,7 @@ def battles_categorize(
             category_criteria=result.criteria,
             categorized_by=categorizer.name,
             prompt_key=prompt_key(prompt),
+            categorized_at=timezone.now(),
         )
         done += 1
     return CategorizeReport(done, failed, errors)
@@ -116,8 +118,11 @@ def prompt_groups_refresh() -> dict[str, int]:
     changed = [i for i in range(n) if stored_group[i] != int(group_key[i])]
     for start in range(0, len(changed), UPDATE_BATCH):
         batch = changed[start : start + UPDATE_BATCH]
-        updates = [Battle(pk=ids[i], prompt_group=int(group_key[i])) for i in batch]
-        Battle.objects.bulk_update(updates, ["prompt_group"])
+        now = timezone.now()  # the categorisation generation (Battle.categorized_at)
+        updates = [
+            Battle(pk=ids[i], prompt_group=int(group_key[i]), categorized_at=now) for i in batch
+        ]
+        Battle.objects.bulk_update(updates, ["prompt_group", "categorized_at"])
     sizes = np.bincount(groups) if n else np.zeros(0, dtype=np.intp)
     return {
         "battles": n,

@@ -327,6 +327,10 @@ def category_minimum() -> int:
     return settings.ARENA_CATEGORY_MIN_BATTLES
 
 
+# In a category snapshot's `dedup`: the newest `Battle.categorized_at` of its battles when fitted.
+CATEGORIZED_THROUGH = "categorized_through"
+
+
 class CategoryBeingComputed(Exception):
     """Another request is fitting this category's first table right now: try again shortly."""
 
@@ -339,7 +343,8 @@ class CategoryBeingComputed(Exception):
 
 def category_leaderboard(*, category: str, phase: str = "") -> RatingSnapshot:
     """The table of one category's battles (of one phase's, if given): the newest such
-    snapshot when no vote in the category arrived since, or when it is younger than
+    snapshot when no vote in the category arrived since and no battle was categorized again
+    (`Battle.categorized_at`), or when it is younger than
     `ARENA_CATEGORY_REFIT_MIN_SECONDS`; else a new fit, saved. Every counted vote is read; the
     public board's rules apply (exclusions, leaks, down-weighted near duplicates). A phase's
     table has bootstrap intervals, as the phase's published one; the site-wide one sandwich
@@ -351,7 +356,7 @@ def category_leaderboard(*, category: str, phase: str = "") -> RatingSnapshot:
     Raises CategoryUnknown, or CategoryTooSmall under `ARENA_CATEGORY_MIN_BATTLES` battles."""
     category_check(category)
     watermark = votes_in_category(phase=phase or None, category=category).aggregate(
-        n=Count("pk"), last=Max("created_at")
+        n=Count("pk"), last=Max("created_at"), categorized=Max("battle__categorized_at")
     )
     minimum = category_minimum()
     if watermark["n"] < minimum:
@@ -386,6 +391,9 @@ def category_leaderboard(*, category: str, phase: str = "") -> RatingSnapshot:
             phase=phase,
             category=category,
         )
+        # The categorisation generation it was fitted at, read before the fit (a concurrent
+        # `battles categorize` then makes the next view refit, never a stale table look new).
+        snapshot.dedup = {**snapshot.dedup, CATEGORIZED_THROUGH: _generation(watermark)}
         with transaction.atomic():
             snapshot.save()
             # One table per category and phase is enough: older ones are replaced.
@@ -399,8 +407,16 @@ def _category_snapshot(source: str, phase: str, category: str) -> RatingSnapshot
     return RatingSnapshot.objects.filter(source=source, phase=phase, category=category).first()
 
 
+def _generation(watermark: dict[str, Any]) -> str | None:
+    categorized = watermark["categorized"]
+    return categorized.isoformat() if categorized is not None else None
+
+
 def _category_snapshot_current(cached: RatingSnapshot | None, watermark: dict[str, Any]) -> bool:
-    if cached is None:
+    """Whether the stored table may be shown: fitted at the battles' current categorisation
+    generation (else it is stale however young: `battles categorize` changed tags or groups),
+    and either no vote arrived since or it is younger than the minimum interval."""
+    if cached is None or cached.dedup.get(CATEGORIZED_THROUGH) != _generation(watermark):
         return False
     unchanged = cached.n_battles == watermark["n"] and cached.last_vote_at == watermark["last"]
     young = timezone.now() - cached.created_at < timedelta(

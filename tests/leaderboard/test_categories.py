@@ -281,3 +281,18 @@ def test_a_category_board_refits_at_most_once_per_minimum_interval(coder_and_wri
     assert leaderboard_services.category_leaderboard(category="coding").pk == first.pk
     settings.ARENA_CATEGORY_REFIT_MIN_SECONDS = 0
     assert leaderboard_services.category_leaderboard(category="coding").pk != first.pk
+
+
+def test_a_board_refits_after_the_battles_are_categorized_again(coder_and_writer, settings):
+    # `battles categorize` changes tags and groups with no new vote: the stored table must
+    # not survive it, even inside the minimum interval between refits.
+    settings.ARENA_CATEGORY_REFIT_MIN_SECONDS = 3600
+    before = leaderboard_services.category_leaderboard(category="coding")
+    assert before.dedup["battles_grouped"] == 0  # each prompt its own key until grouped
+    call_command("battles", "categorize", stdout=StringIO())  # "Write a Python function
+    # number {i}" are near copies of one another: now a group
+    after = leaderboard_services.category_leaderboard(category="coding")
+    assert after.pk != before.pk
+    assert after.dedup["battles_grouped"] == 20
+    # And nothing changed since: the next view reuses it.
+    assert leaderboard_services.category_leaderboard(category="coding").pk == after.pk
