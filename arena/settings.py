@@ -358,3 +358,6 @@ ARENA_CATEGORY_JUDGE_API_KEY = env_str("ARENA_CATEGORY_JUDGE_API_KEY", "")
 # A category's leaderboard (/leaderboard/?category=..., `ratings --category`) needs at least
 # this many counted battles in it; below, it says how many it has instead of a table.
 ARENA_CATEGORY_MIN_BATTLES = env_int("ARENA_CATEGORY_MIN_BATTLES", 30, minimum=1)
+# A category's public board refits at most once per this many seconds, however many views
+# and votes arrive (one fit at a time per category and phase; others see the stored table).
+ARENA_CATEGORY_REFIT_MIN_SECONDS = env_int("ARENA_CATEGORY_REFIT_MIN_SECONDS", 10, minimum=0)

@@ -15,6 +15,7 @@ from arena.battles.categories import CATEGORIES, LABELS
 from arena.leaderboard.models import RatingSnapshot
 from arena.leaderboard.selectors import global_snapshot_latest
 from arena.leaderboard.services import (
+    CategoryBeingComputed,
     CategoryTooSmall,
     CategoryUnknown,
     category_check,
@@ -46,7 +47,7 @@ class _Board:
             return
         try:
             self.snapshot = category_leaderboard(category=self.category)
-        except CategoryTooSmall as exc:
+        except (CategoryTooSmall, CategoryBeingComputed) as exc:
             self.withheld = f"{str(exc)[0].upper()}{str(exc)[1:]}."
 
 

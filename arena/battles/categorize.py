@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from django.conf import settings
+from django.utils import timezone
 
 from arena.battles.categories import (
     MULTI_TURN,
@@ -22,7 +23,7 @@ from arena.battles.categories import (
 )
 from arena.battles.category_judge import CategoryJudgeError, JudgeCategorizer
 from arena.battles.models import Battle
-from arena.battles.prompt_groups import BANDS, band_keys, groups_of_band_keys, prompt_key
+from arena.battles.prompt_groups import NUM_PERM, minhash_signature, prompt_key, star_groups
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +86,7 @@ def battles_categorize(
             category_criteria=result.criteria,
             categorized_by=categorizer.name,
             prompt_key=prompt_key(prompt),
+            categorized_at=timezone.now(),
         )
         done += 1
     return CategorizeReport(done, failed, errors)
@@ -92,12 +94,12 @@ def battles_categorize(
 
 def prompt_groups_refresh() -> dict[str, int]:
     """Group every battle's prompt with its near duplicates (prompt_groups.py) and store each
-    battle's group as the key of the group's oldest prompt. Memory: the battles' ids and 8
-    band keys a battle (about 200 bytes each with the Python objects); only changed rows are
-    written."""
+    battle's group as the key of the group's oldest prompt (its representative: battles are
+    read oldest first). Memory: the battles' ids and a 64-value MinHash signature a battle
+    (about 400 bytes each with the Python objects); only changed rows are written."""
     total = Battle.objects.count()
     ids: list[str] = []
-    keys = np.empty((total, BANDS), dtype=np.uint64)
+    signatures = np.empty((total, NUM_PERM), dtype=np.uint32)
     own_key = np.empty(total, dtype=np.int64)
     stored_group: list[int | None] = []
     rows = Battle.objects.order_by("created_at", "pk").values_list("pk", "prompt", "prompt_group")
@@ -105,19 +107,22 @@ def prompt_groups_refresh() -> dict[str, int]:
         if i >= total:  # created while we read: grouped next time
             break
         ids.append(pk)
-        keys[i] = band_keys(prompt)
+        signatures[i] = minhash_signature(prompt)
         own_key[i] = prompt_key(prompt)
         stored_group.append(group)
     n = len(ids)
-    groups = groups_of_band_keys(keys[:n])
+    groups = star_groups(signatures[:n])
     # Groups are numbered by their first (oldest) member: its key names the group.
     _, first_of_group = np.unique(groups, return_index=True)
     group_key = own_key[first_of_group[groups]] if n else own_key[:0]
     changed = [i for i in range(n) if stored_group[i] != int(group_key[i])]
     for start in range(0, len(changed), UPDATE_BATCH):
         batch = changed[start : start + UPDATE_BATCH]
-        updates = [Battle(pk=ids[i], prompt_group=int(group_key[i])) for i in batch]
-        Battle.objects.bulk_update(updates, ["prompt_group"])
+        now = timezone.now()  # the categorisation generation (Battle.categorized_at)
+        updates = [
+            Battle(pk=ids[i], prompt_group=int(group_key[i]), categorized_at=now) for i in batch
+        ]
+        Battle.objects.bulk_update(updates, ["prompt_group", "categorized_at"])
     sizes = np.bincount(groups) if n else np.zeros(0, dtype=np.intp)
     return {
         "battles": n,

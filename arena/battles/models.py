@@ -120,6 +120,10 @@ class Battle(models.Model):
     # then, when the fit groups by `prompt_key`).
     prompt_key = models.BigIntegerField(null=True, blank=True)
     prompt_group = models.BigIntegerField(null=True, blank=True)
+    # When `battles categorize` last changed this battle's tags or group (null: never). The
+    # newest of these over a category's battles is its categorisation generation: a category
+    # board fitted before it is stale although no vote arrived.
+    categorized_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     generation_started_at = models.DateTimeField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)

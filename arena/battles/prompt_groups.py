@@ -7,19 +7,24 @@ sway its leaderboard, and de-duplicates its most frequent prompts. Here:
   space, trimmed: "Hi!!", " hi " and "HI" are one prompt. `prompt_key` is a 52-bit hash of it
   (52 bits: a float64 holds it exactly, so the fit's columnar reader carries it as a float).
 - **Near duplicates** (`near_duplicate_groups`): MinHash over the character 5-grams of the
-  normalised text (its first `SHINGLE_CHARS` characters), `NUM_PERM` = 64 hash functions in
-  `BANDS` = 8 bands of 8. Two prompts whose 8 minimums agree in any band are joined, and
-  groups are the connected components: with these bands, prompts of Jaccard similarity 0.8
-  are joined with probability 0.9 and of 0.5 with probability 0.03 (1 − (1 − J⁸)⁸). Everything
-  is seeded and sorted: the same prompts give the same groups in any order of input.
-  Memory: 8 band keys (64 bytes) a prompt, plus one sort per band.
-- **Weight** (`group_weights`): each battle of a group of g battles (within the battles being
-  fitted) weighs in proportion to 1/√g, so a group counts √g times as much as a prompt asked
-  once: 50 copies of a prompt weigh as much as 7.1 distinct prompts, less than 10 do. The
-  weights are then scaled to sum to the number of battles: down-weighting moves influence
-  from frequent prompts to rare ones without pretending there were fewer votes, so a fit
-  whose prompts are all asked equally often (one suggested prompt for everyone, say) is
-  exactly the unweighted one, intervals included.
+  normalised text (its first `SHINGLE_CHARS` characters), `NUM_PERM` = 64 hash functions.
+  Groups are stars, not chains: prompts are taken in a fixed order (the caller's: oldest
+  first), and each joins the existing group whose *representative* (first prompt) it is
+  closest to, if their estimated Jaccard similarity (the share of the 64 MinHash values that
+  agree) is at least `JOIN_SIMILARITY` = 0.8; else it starts a group of its own. There is no
+  transitivity: a chain of one-character morphs, or a thousand "What is the capital of X?",
+  does not percolate into one group, since every member must be near the one representative.
+  Candidates come from `BANDS` = 8 bands of 8 values (a representative is a candidate when
+  any band agrees: found with probability 0.9 at Jaccard 0.8), so the work is one signature
+  comparison per candidate, at most `BANDS` × `BUCKET_MAX` candidates (the oldest
+  representatives of each band key) so templated prompts cannot make it quadratic. Memory: a
+  64-value signature (256 bytes) a prompt.
+- **Weight** (`group_weights`): each battle of a group of g ≥ 2 battles (within the battles
+  being fitted) weighs 1/√g, a battle whose prompt is alone weighs 1, and nothing is scaled
+  up: no battle ever weighs more than 1, so a voter's unique prompts cannot gain weight from
+  other people's duplicates. 50 copies of a prompt weigh as much as 7.1 distinct prompts.
+  The weights sum to less than the number of battles when there are duplicates: they carry
+  less information, and the intervals widen accordingly (`arena/leaderboard/README.md`).
 
 Pure numpy: no Django.
 """
@@ -33,8 +38,6 @@ from collections.abc import Iterable
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components
 
 SHINGLE = 5
 SHINGLE_CHARS = 4_000  # a prompt's first characters shingled: bounded time and memory
@@ -42,7 +45,14 @@ NUM_PERM = 64
 BANDS = 8
 ROWS = NUM_PERM // BANDS
 KEY_BITS = 52
-WEIGHT_RULE = "1/sqrt(group size), scaled to sum to the number of battles"
+# A prompt joins a group when at least this share of its MinHash values equals the group's
+# representative's (an estimate of their Jaccard similarity over 5-grams).
+JOIN_SIMILARITY = 0.8
+# Representatives kept per band key: templated prompts ("What is the capital of X?") collide
+# in some bands by the thousand, and an unbounded bucket would make grouping quadratic. A
+# prompt is compared with at most BANDS × BUCKET_MAX representatives, in one numpy step.
+BUCKET_MAX = 16
+WEIGHT_RULE = "1/sqrt(group size) for a group of several, 1 alone; never rescaled upward"
 _PRIME = (1 << 31) - 1  # hashes and permutations modulo a Mersenne prime: no uint64 overflow
 _rng = np.random.default_rng(20240611)
 _PERM_A = _rng.integers(1, _PRIME, NUM_PERM, dtype=np.uint64)
@@ -61,8 +71,8 @@ def prompt_key(text: str) -> int:
     return int.from_bytes(digest, "big") >> (64 - KEY_BITS)
 
 
-def band_keys(text: str) -> NDArray[np.uint64]:
-    """(BANDS,) one key per band of the prompt's MinHash signature."""
+def minhash_signature(text: str) -> NDArray[np.uint32]:
+    """(NUM_PERM,) the prompt's MinHash values (each below 2^31)."""
     normal = normalise(text)[:SHINGLE_CHARS]
     data = normal.encode("utf-8")
     if len(data) < SHINGLE:
@@ -75,54 +85,76 @@ def band_keys(text: str) -> NDArray[np.uint64]:
     shingles = np.unique(shingles)
     # (NUM_PERM, S): a·x + b < 2^62 for a, x, b < 2^31.
     hashed = (_PERM_A[:, None] * shingles[None, :] + _PERM_B[:, None]) % _PRIME
-    signature = hashed.min(axis=1).reshape(BANDS, ROWS)  # (BANDS, ROWS)
+    return hashed.min(axis=1).astype(np.uint32)
+
+
+def band_keys_of(signature: NDArray[np.unsignedinteger]) -> NDArray[np.uint64]:
+    """(BANDS,) one key per band of a MinHash signature."""
+    bands = signature.astype(np.uint64).reshape(BANDS, ROWS)
     # Each band's minimums as one key: a polynomial in the prime, mixed with the band number.
     key = np.zeros(BANDS, dtype=np.uint64)
     for column in range(ROWS):
-        key = (key * np.uint64(1_000_003) + signature[:, column]) & np.uint64((1 << 61) - 1)
+        key = (key * np.uint64(1_000_003) + bands[:, column]) & np.uint64((1 << 61) - 1)
     return key ^ (np.arange(BANDS, dtype=np.uint64) << np.uint64(61))
 
 
+def band_keys(text: str) -> NDArray[np.uint64]:
+    """(BANDS,) one key per band of the prompt's MinHash signature."""
+    return band_keys_of(minhash_signature(text))
+
+
 def near_duplicate_groups(prompts: Iterable[str], count: int) -> NDArray[np.intp]:
-    """(count,) a group number per prompt, numbered by each group's first prompt: prompts
-    sharing any band key are in one group (and so, transitively, their neighbours)."""
-    keys = np.empty((count, BANDS), dtype=np.uint64)
+    """(count,) a group number per prompt, numbered by each group's first prompt, in the
+    order given (`star_groups`)."""
+    signatures = np.empty((count, NUM_PERM), dtype=np.uint32)
     filled = 0
     for i, text in enumerate(prompts):
         if i >= count:
             raise ValueError(f"more than {count} prompts")
-        keys[i] = band_keys(text)
+        signatures[i] = minhash_signature(text)
         filled += 1
     if filled != count:
         raise ValueError(f"{filled} prompts, expected {count}")
-    return groups_of_band_keys(keys)
+    return star_groups(signatures)
 
 
-def groups_of_band_keys(keys: NDArray[np.uint64]) -> NDArray[np.intp]:
-    """Connected components of "shares a band key", numbered in order of first member."""
-    n = len(keys)
-    if n == 0:
-        return np.zeros(0, dtype=np.intp)
-    sources, targets = [], []
-    for band in range(keys.shape[1]):
-        order = np.argsort(keys[:, band], kind="stable")
-        same = keys[order[1:], band] == keys[order[:-1], band]
-        sources.append(order[:-1][same])
-        targets.append(order[1:][same])
-    source = np.concatenate(sources)
-    target = np.concatenate(targets)
-    graph = coo_matrix((np.ones(len(source), np.int8), (source, target)), shape=(n, n))
-    _, component = connected_components(graph, directed=False)
-    # Renumber by first appearance, so the numbers do not depend on scipy's labelling.
-    _, first = np.unique(component, return_index=True)
-    rank = np.empty(len(first), dtype=np.intp)
-    rank[np.argsort(np.argsort(first))] = np.arange(len(first))
-    return rank[component]
+def star_groups(signatures: NDArray[np.unsignedinteger]) -> NDArray[np.intp]:
+    """(n,) a group per signature, in order: each joins the group whose representative (first
+    member) shares the most MinHash values with it, if at least `JOIN_SIMILARITY` of them
+    (ties: the older group); else it represents a new group. Only representatives are
+    indexed by band, and a member is compared with representatives only: no chains."""
+    n = len(signatures)
+    groups = np.empty(n, dtype=np.intp)
+    representatives: list[int] = []  # group number -> index of its first prompt
+    by_band: list[dict[int, list[int]]] = [{} for _ in range(BANDS)]
+    needed = int(np.ceil(JOIN_SIMILARITY * NUM_PERM))
+    for i in range(n):
+        keys = band_keys_of(signatures[i]).tolist()
+        candidates: set[int] = set()
+        for band, key in enumerate(keys):
+            candidates.update(by_band[band].get(key, ()))
+        best = -1
+        if candidates:
+            ordered = sorted(candidates)
+            reps = np.fromiter((representatives[g] for g in ordered), np.intp, len(ordered))
+            agree = np.count_nonzero(signatures[reps] == signatures[i], axis=1)
+            top = int(np.argmax(agree))  # the first of the best: the oldest group
+            if agree[top] >= needed:
+                best = ordered[top]
+        if best < 0:
+            best = len(representatives)
+            representatives.append(i)
+            for band, key in enumerate(keys):
+                bucket = by_band[band].setdefault(key, [])
+                if len(bucket) < BUCKET_MAX:
+                    bucket.append(best)
+        groups[i] = best
+    return groups
 
 
 def group_weights(groups: NDArray[np.integer]) -> NDArray[np.float64]:
-    """(n,) each battle's weight in the fit: 1/√(size of its group among these battles),
-    scaled so the weights sum to n."""
+    """(n,) each battle's weight in the fit: 1/√(size of its group among these battles), so
+    1 for a prompt alone and never more."""
     return dedup_weights(groups, "")[0]
 
 
@@ -136,8 +168,9 @@ def dedup_weights(
     if n == 0:
         return np.zeros(0), {"rule": WEIGHT_RULE, "groups_from": source, "battles": 0}
     _, inverse, counts = np.unique(groups, return_inverse=True, return_counts=True)
+    # No rescaling: duplicates carry less information, and scaling the weights back up to n
+    # would hand the missing weight to everyone else's prompts (an attacker's unique ones).
     weights = 1.0 / np.sqrt(counts[inverse].astype(np.float64))
-    weights *= n / weights.sum()
     grouped = (counts > 1)[inverse]  # (n,) in a group of several
     summary = {
         "rule": WEIGHT_RULE,
@@ -147,6 +180,7 @@ def dedup_weights(
             "minhash": f"{NUM_PERM} hashes of character {SHINGLE}-grams",
             "bands": BANDS,
             "rows": ROWS,
+            "join": f"share of equal MinHash values with the group's first prompt >= {JOIN_SIMILARITY}",
         },
         "battles": n,
         "groups_of_several": int((counts > 1).sum()),
@@ -154,7 +188,7 @@ def dedup_weights(
         "largest_group": int(counts.max()),
         # What the battles in groups of several are of all battles, and of the fit's weight.
         "grouped_share_of_battles": round(float(grouped.sum()) / n, 4),
-        "grouped_share_of_fit": round(float(weights[grouped].sum()) / n, 4),
+        "grouped_share_of_fit": round(float(weights[grouped].sum() / weights.sum()), 4),
         "min_weight": round(float(weights.min()), 4),
         "max_weight": round(float(weights.max()), 4),
     }

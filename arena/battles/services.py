@@ -98,14 +98,16 @@ def battle_create(
     prompt = _prompt_checked(prompt)
     rng = rng or random.SystemRandom()
     phase = phase_in_arena()
-    # Rules only (milliseconds, outside the locks below): a judge, if any, reads the prompt
-    # later (`battles categorize`). A battle starts with one user turn.
-    categories = RuleCategorizer().categorize(prompt, user_turns=1)
     with transaction.atomic():
         if kiosk is not None:
             _kiosk_rate_limit_check(kiosk)
         else:
             _rate_limit_check(voter_key=voter_key, ip_hash=ip_hash)
+        # Rules only, and only once the limit let the prompt in (a refused voter must not make
+        # the server pay for them); milliseconds, linear in the prompt, so holding the voter's
+        # lock meanwhile is cheap. A judge, if any, reads the prompt later (`battles
+        # categorize`). A battle starts with one user turn.
+        categories = RuleCategorizer().categorize(prompt, user_turns=1)
         targeted = targeted_round_claim(prompt=prompt)
         if targeted is not None:
             pair = [targeted.contestant_a, targeted.contestant_b]

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import logging
 import uuid
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -11,7 +14,7 @@ import numpy as np
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Count, Max
 from django.utils import timezone
 
@@ -330,50 +333,124 @@ def category_minimum() -> int:
     return settings.ARENA_CATEGORY_MIN_BATTLES
 
 
+# In a category snapshot's `dedup`: the newest `Battle.categorized_at` of its battles when fitted.
+CATEGORIZED_THROUGH = "categorized_through"
+
+
+class CategoryBeingComputed(Exception):
+    """Another request is fitting this category's first table right now: try again shortly."""
+
+    def __init__(self, category: str) -> None:
+        super().__init__(
+            f"the {category} table is being computed; please try again in a few seconds"
+        )
+        self.category = category
+
+
 def category_leaderboard(*, category: str, phase: str = "") -> RatingSnapshot:
     """The table of one category's battles (of one phase's, if given): the newest such
-    snapshot when no vote in the category arrived since (or it is under a second old), else a
-    new fit, saved. Every counted vote is read; the public board's rules apply (exclusions,
-    leaks, down-weighted near duplicates). A phase's table has bootstrap intervals, as the
-    phase's published one; the site-wide one sandwich intervals, as the live board.
+    snapshot when no vote in the category arrived since and no battle was categorized again
+    (`Battle.categorized_at`), or when it is younger than
+    `ARENA_CATEGORY_REFIT_MIN_SECONDS`; else a new fit, saved. Every counted vote is read; the
+    public board's rules apply (exclusions, leaks, down-weighted near duplicates). A phase's
+    table has bootstrap intervals, as the phase's published one; the site-wide one sandwich
+    intervals, as the live board.
+
+    Public pages call this on every view, so fits are single-flight: one caller at a time
+    fits a given (category, phase) — a try-lock, never a wait — and the others get the stored
+    table however stale, or CategoryBeingComputed when there is none yet.
     Raises CategoryUnknown, or CategoryTooSmall under `ARENA_CATEGORY_MIN_BATTLES` battles."""
     category_check(category)
     watermark = votes_in_category(phase=phase or None, category=category).aggregate(
-        n=Count("pk"), last=Max("created_at")
+        n=Count("pk"), last=Max("created_at"), categorized=Max("battle__categorized_at")
     )
     minimum = category_minimum()
     if watermark["n"] < minimum:
         raise CategoryTooSmall(category, watermark["n"], minimum)
     source = RatingSnapshot.Source.PHASE if phase else RatingSnapshot.Source.LIVE
-    cached = RatingSnapshot.objects.filter(source=source, phase=phase, category=category).first()
-    if cached is not None and (
-        (cached.n_battles == watermark["n"] and cached.last_vote_at == watermark["last"])
-        or timezone.now() - cached.created_at < timedelta(seconds=REFIT_MIN_INTERVAL_SECONDS)
-    ):
-        return cached
-    exclusions = exclusions_summary(phase=phase or None)
-    battles, groups, last_vote_at = counted_battles_grouped(phase=phase or None, category=category)
-    if battles is None:  # the votes went away between the two reads
-        raise CategoryTooSmall(category, 0, minimum)
-    snapshot, _, _ = snapshot_unsaved(
-        battles,
-        groups=groups,
-        exclusions=exclusions,
-        source=source,
-        ci="bootstrap" if phase else "sandwich",
-        bootstrap_rounds=200,
-        last_vote_at=last_vote_at,
-        warm_start=cached.warm_start if cached else None,
-        phase=phase,
-        category=category,
+    cached = _category_snapshot(source, phase, category)
+    if _category_snapshot_current(cached, watermark):
+        return cached  # type: ignore[return-value]
+    with _category_refit_lock(category=category, phase=phase) as held:
+        if not held:
+            if cached is None:
+                raise CategoryBeingComputed(category)
+            return cached
+        cached = _category_snapshot(source, phase, category)  # another caller may have fitted
+        if _category_snapshot_current(cached, watermark):
+            return cached  # type: ignore[return-value]
+        exclusions = exclusions_summary(phase=phase or None)
+        battles, groups, last_vote_at = counted_battles_grouped(
+            phase=phase or None, category=category
+        )
+        if battles is None:  # the votes went away between the two reads
+            raise CategoryTooSmall(category, 0, minimum)
+        snapshot, _, _ = snapshot_unsaved(
+            battles,
+            groups=groups,
+            exclusions=exclusions,
+            source=source,
+            ci="bootstrap" if phase else "sandwich",
+            bootstrap_rounds=200,
+            last_vote_at=last_vote_at,
+            warm_start=cached.warm_start if cached else None,
+            phase=phase,
+            category=category,
+        )
+        # The categorisation generation it was fitted at, read before the fit (a concurrent
+        # `battles categorize` then makes the next view refit, never a stale table look new).
+        snapshot.dedup = {**snapshot.dedup, CATEGORIZED_THROUGH: _generation(watermark)}
+        with transaction.atomic():
+            snapshot.save()
+            # One table per category and phase is enough: older ones are replaced.
+            RatingSnapshot.objects.filter(source=source, phase=phase, category=category).exclude(
+                pk=snapshot.pk
+            ).delete()
+        return snapshot
+
+
+def _category_snapshot(source: str, phase: str, category: str) -> RatingSnapshot | None:
+    return RatingSnapshot.objects.filter(source=source, phase=phase, category=category).first()
+
+
+def _generation(watermark: dict[str, Any]) -> str | None:
+    categorized = watermark["categorized"]
+    return categorized.isoformat() if categorized is not None else None
+
+
+def _category_snapshot_current(cached: RatingSnapshot | None, watermark: dict[str, Any]) -> bool:
+    """Whether the stored table may be shown: fitted at the battles' current categorisation
+    generation (else it is stale however young: `battles categorize` changed tags or groups),
+    and either no vote arrived since or it is younger than the minimum interval."""
+    if cached is None or cached.dedup.get(CATEGORIZED_THROUGH) != _generation(watermark):
+        return False
+    unchanged = cached.n_battles == watermark["n"] and cached.last_vote_at == watermark["last"]
+    young = timezone.now() - cached.created_at < timedelta(
+        seconds=settings.ARENA_CATEGORY_REFIT_MIN_SECONDS
     )
-    with transaction.atomic():
-        snapshot.save()
-        # One table per category and phase is enough: older ones are replaced.
-        RatingSnapshot.objects.filter(source=source, phase=phase, category=category).exclude(
-            pk=snapshot.pk
-        ).delete()
-    return snapshot
+    return unchanged or young
+
+
+@contextlib.contextmanager
+def _category_refit_lock(*, category: str, phase: str) -> Iterator[bool]:
+    """Yields whether this caller holds the refit of (category, phase). PostgreSQL: a
+    session advisory lock, tried once and released on exit (or when the connection ends, if
+    the process dies mid-fit). Other databases (SQLite in development: one process) always
+    hold it."""
+    if connection.vendor != "postgresql":
+        yield True
+        return
+    name = f"category-refit:{category}:{phase}".encode()
+    key = int.from_bytes(hashlib.sha256(name).digest()[:8], "big", signed=True)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s)", [key])
+        held = bool(cursor.fetchone()[0])
+    try:
+        yield held
+    finally:
+        if held:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_unlock(%s)", [key])
 
 
 def _push(payload: dict[str, Any]) -> None:

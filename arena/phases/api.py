@@ -9,6 +9,7 @@ from agents.api import agent_api, error
 from agents.models import Agent
 from arena.competition.models import Phase
 from arena.leaderboard.services import (
+    CategoryBeingComputed,
     CategoryTooSmall,
     CategoryUnknown,
     category_check,
@@ -70,6 +71,8 @@ def leaderboard(request: HttpRequest, agent: Agent) -> JsonResponse:
             snapshot = category_leaderboard(category=category, phase=phase.label)
         except CategoryTooSmall as exc:
             return error(404, str(exc), "too_few_battles")
+        except CategoryBeingComputed as exc:
+            return error(503, str(exc), "being_computed")
         table = phase_leaderboard(phase, snapshot=snapshot)
     else:
         table = phase_leaderboard(phase)

@@ -120,3 +120,21 @@ def test_the_rules_cost_grows_linearly_with_the_prompt(unit):
         return max(best, 1e-4)
 
     assert cpu(16_000) < 32 * cpu(2_000)
+
+
+@pytest.mark.parametrize("unit", ["\n", "\t \n", " ", "public\n", "1 +\n"])
+def test_whitespace_runs_cost_linear_time_at_any_length(unit):
+    # A prompt of mostly newlines once cost quadratic time: `^\s*` under MULTILINE let every
+    # line start scan all the blank lines after it (0.6 s for "x" + 1,998 newlines + "x",
+    # 20 s for "\t \n" * 7,000). Eight times the blank text must cost well under 64 times.
+    def cpu(repeats: int) -> float:
+        text = "x" + unit * repeats + "x"
+        best = float("inf")
+        for _ in range(3):
+            started = time.process_time()
+            RULES.categorize(text)
+            best = min(best, time.process_time() - started)
+        return max(best, 1e-4)
+
+    short_units = 2_000 // len(unit)
+    assert cpu(8 * short_units) < 24 * cpu(short_units)

@@ -2,11 +2,15 @@
 with a known answer: the page, its JSON, the `ratings` command (database and export)."""
 
 import json
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from io import StringIO
 
 import numpy as np
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import connection
 from django.test import Client
 
 from arena.battles.categories import categories_encode
@@ -14,6 +18,7 @@ from arena.battles.export import battle_export_rows, write_battle_export
 from arena.battles.models import Battle
 from arena.battles.prompt_groups import prompt_key
 from arena.battles.services import vote_record
+from arena.leaderboard import services as leaderboard_services
 from arena.leaderboard.models import RatingSnapshot
 from arena.leaderboard.selectors import global_snapshot_latest
 from arena.leaderboard.services import (
@@ -204,14 +209,18 @@ def test_fifty_near_copies_of_a_prompt_do_not_outweigh_ten_distinct_prompts(spam
     call_command("battles", "categorize", stdout=out)
     assert "60 prompts into 11 groups (50 in groups of several)" in out.getvalue()
 
-    # Grouped: the 50 weigh as much as √50 ≈ 7.07 distinct prompts against 10, so `varied`
-    # leads by 400·log10(10/√50) ≈ 60.2 points.
+    # Grouped: each of the 50 copies weighs 1/√50 ≈ 0.1414 (together 50/√50 = √50 ≈ 7.07),
+    # each of the 10 distinct prompts weighs 1 (together 10), and nothing is rescaled: the
+    # fit's total weight is 17.07, not 60. With two models the estimate is the log-odds of
+    # the weighted wins, so `varied` leads by 400·log10(10/√50) ≈ 60.2 points.
     after = ratings("--no-style")
     assert gap(after, "varied", "spam") == pytest.approx(400 * np.log10(10 / np.sqrt(50)), abs=1)
     assert after["n_battles"] == 60  # battles, whatever they weigh
     assert after["dedup"]["battles_grouped"] == 50
     share = np.sqrt(50) / (np.sqrt(50) + 10)  # of the fit's weight, the 50 copies hold 41 %
     assert after["dedup"]["grouped_share_of_fit"] == pytest.approx(share, abs=1e-4)
+    assert after["dedup"]["max_weight"] == 1.0  # a distinct prompt: never more than one battle
+    assert after["dedup"]["min_weight"] == pytest.approx(1 / np.sqrt(50), abs=1e-4)
     snapshot = RatingSnapshot.objects.filter(source="command").first()
     assert snapshot.dedup["rule"].startswith("1/sqrt(group size)") and snapshot.n_battles == 60
     assert snapshot.analyses["votes_per_model"] == {"spam": 60, "varied": 60}
@@ -226,3 +235,64 @@ def test_fifty_near_copies_of_a_prompt_do_not_outweigh_ten_distinct_prompts(spam
     write_battle_export(battle_export_rows(), export)
     from_file = ratings("--votes", str(export), "--no-style")
     assert from_file["scores"] == after["scores"] and from_file["dedup"]["battles_grouped"] == 50
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_views_of_a_category_board_fit_it_once(coder_and_writer, monkeypatch):
+    # The board is public and refits on request: requests arriving together must not all pay
+    # for a fit. One fits; the other, with no table stored yet, is told to try again.
+    fits = []
+    real_fit = leaderboard_services.snapshot_unsaved
+
+    def slow_counted_fit(*args, **kwargs):
+        fits.append(kwargs.get("category"))
+        time.sleep(1.0)  # long enough that the second request arrives during the fit
+        return real_fit(*args, **kwargs)
+
+    monkeypatch.setattr(leaderboard_services, "snapshot_unsaved", slow_counted_fit)
+    together = threading.Barrier(2)
+
+    def view() -> str:
+        try:
+            together.wait()
+            leaderboard_services.category_leaderboard(category="coding")
+            return "table"
+        except leaderboard_services.CategoryBeingComputed:
+            return "try again"
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        outcomes = sorted(pool.map(lambda _: view(), range(2)))
+
+    assert fits == ["coding"]
+    assert outcomes == ["table", "try again"]
+    # Later views get the stored table without another fit.
+    leaderboard_services.category_leaderboard(category="coding")
+    assert fits == ["coding"]
+
+
+def test_a_category_board_refits_at_most_once_per_minimum_interval(coder_and_writer, settings):
+    settings.ARENA_CATEGORY_REFIT_MIN_SECONDS = 3600
+    coder, writer = coder_and_writer
+    first = leaderboard_services.category_leaderboard(category="coding")
+    voted(coder, writer, prompt="Write a Rust function", tags={"coding"})
+    # A new vote, but the table is younger than the interval: the stored one is shown.
+    assert leaderboard_services.category_leaderboard(category="coding").pk == first.pk
+    settings.ARENA_CATEGORY_REFIT_MIN_SECONDS = 0
+    assert leaderboard_services.category_leaderboard(category="coding").pk != first.pk
+
+
+def test_a_board_refits_after_the_battles_are_categorized_again(coder_and_writer, settings):
+    # `battles categorize` changes tags and groups with no new vote: the stored table must
+    # not survive it, even inside the minimum interval between refits.
+    settings.ARENA_CATEGORY_REFIT_MIN_SECONDS = 3600
+    before = leaderboard_services.category_leaderboard(category="coding")
+    assert before.dedup["battles_grouped"] == 0  # each prompt its own key until grouped
+    call_command("battles", "categorize", stdout=StringIO())  # "Write a Python function
+    # number {i}" are near copies of one another: now a group
+    after = leaderboard_services.category_leaderboard(category="coding")
+    assert after.pk != before.pk
+    assert after.dedup["battles_grouped"] == 20
+    # And nothing changed since: the next view reuses it.
+    assert leaderboard_services.category_leaderboard(category="coding").pk == after.pk
