@@ -193,3 +193,25 @@ def test_a_prompt_cannot_close_the_judges_quotes_and_give_it_orders(scripted_llm
 def test_each_call_to_the_judge_draws_a_new_boundary():
     first, second = judge_messages("same prompt"), judge_messages("same prompt")
     assert first[1]["content"].splitlines()[0] != second[1]["content"].splitlines()[0]
+
+
+def test_regrouping_makes_the_live_board_read_every_vote_again():
+    from arena.leaderboard.models import RefitLease
+
+    def generation():
+        lease = RefitLease.objects.filter(id=1).first()
+        return lease.inputs_generation if lease else 0
+
+    for prompt in (
+        "Explain how a hash map works in detail.",
+        "Explain how a hash map works in detail!",
+    ):
+        battle = factories.complete_battle()
+        Battle.objects.filter(pk=battle.pk).update(prompt=prompt)
+    before = generation()
+    out = StringIO()
+    call_command("battles", "categorize", stdout=out)
+    assert "battles changed group" in out.getvalue()
+    assert generation() == before + 1
+    call_command("battles", "categorize", stdout=StringIO())  # nothing regrouped: no new read
+    assert generation() == before + 1

@@ -20,6 +20,7 @@ from arena.leaderboard.rounds import (
     round_report_lines,
     targeted_round_results,
 )
+from arena.leaderboard.signals import inputs_generation_bump
 from arena.serving.models import Contestant
 
 
@@ -159,6 +160,9 @@ class Command(BaseCommand):
                 f" ({groups['battles_in_groups_of_several']} in groups of several);"
                 f" {groups['updated']} battles changed group"
             )
+            if groups["updated"]:
+                # The live board's kept inputs hold each vote's group: read them all again.
+                inputs_generation_bump()
 
     def _target(self, options: dict[str, object]) -> None:
         if options["json"]:
