@@ -181,10 +181,11 @@ def test_the_worker_moves_contestants_to_new_jobs_before_the_time_limit_without_
     backends: list[SlurmServingBackend] = []
 
     def slurm_backend() -> SlurmServingBackend:
-        # 2-minute jobs renewed 100 s before their end: each is due 20 s after it starts.
+        # 3-minute jobs renewed 160 s before their end: each is due 20 s after it starts, and
+        # an old one still has minutes left to serve the battle held open on it.
         backend = SlurmServingBackend(
             command=TEST_COMMAND, folder=serving_folder, cluster=slurm, ready_timeout_s=180,
-            memory_mb=SERVER_MEMORY_MB, time_limit_minutes=2, renew_margin_s=100,
+            memory_mb=SERVER_MEMORY_MB, time_limit_minutes=3, renew_margin_s=160,
             health_interval_s=2, drain_timeout_s=150,
         )  # fmt: skip
         backends.append(backend)
