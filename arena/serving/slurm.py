@@ -33,6 +33,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import ClassVar
 
 from django.utils import timezone
 
@@ -58,6 +59,9 @@ from cluster.services import account_ensure, cluster_sync, job_cancel, job_submi
 
 SERVING_ACCOUNT = "organizer_serving"
 SERVING_GPU_HOURS = 10_000  # the organizers' serving budget per period; a setting at a real site
+
+# Accounting read this recently is fresh enough for a round of the worker's health checks.
+ACCOUNTING_FRESH_S = 2.0
 
 # Bash, run as the job. `{command}` is the configured server command.
 #
@@ -207,6 +211,8 @@ class ServedModel:
 
 
 class SlurmServingBackend(ServingBackend):
+    _accounting_synced_at: ClassVar[float] = float("-inf")  # shared by the worker's backends
+
     def __init__(
         self,
         *,
@@ -293,7 +299,7 @@ class SlurmServingBackend(ServingBackend):
         model to load."""
         if not self.models:
             return []
-        cluster_sync(backend=self.cluster, account_names=[SERVING_ACCOUNT])
+        self._sync_accounting()
         changes: list[ServerChange] = []
         for model in self.models:
             changes.extend(self._keep(model, keeper))
@@ -373,6 +379,14 @@ class SlurmServingBackend(ServingBackend):
                     current.drain_until = time.monotonic() + self.drain_timeout_s
                     model.draining.append(current)
         return changes
+
+    def _sync_accounting(self) -> None:
+        """The serving account's jobs from the scheduler's accounting, once per worker round:
+        the worker keeps one backend per contestant and calls them one after the other."""
+        if time.monotonic() - SlurmServingBackend._accounting_synced_at < ACCOUNTING_FRESH_S:
+            return
+        cluster_sync(backend=self.cluster, account_names=[SERVING_ACCOUNT])
+        SlurmServingBackend._accounting_synced_at = time.monotonic()
 
     def _lost_because(self, server: ServerJob) -> str:
         """Why the server the arena uses is gone, or "" while it is fine."""
