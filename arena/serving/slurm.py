@@ -26,6 +26,7 @@ name (`$SERVED_MODEL_NAME`), and the job is named after it, not after the checkp
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pwd
@@ -328,7 +329,7 @@ class SlurmServingBackend(ServingBackend):
                 model.lost_because = lost
                 keeper.withdraw(current.endpoint)
                 # A requeued job would hold a GPU for a server no one asks any more.
-                self._cancel(current)
+                self._cancel(current, requeued_too=True)
                 changes.append(ServerChange(LOST, lost, _described(current)))
 
         if model.replacement is None and time.monotonic() >= model.retry_at:
@@ -393,7 +394,12 @@ class SlurmServingBackend(ServingBackend):
         job = server.job
         job.refresh_from_db()
         if job.finished:
-            return f"its job {job.scheduler_id} ended {job.state}"
+            why = {
+                Job.State.NODE_FAIL: ": its node failed",
+                Job.State.TIMEOUT: ": it reached its time limit",
+                Job.State.OUT_OF_MEMORY: ": it ran out of memory",
+            }.get(job.state, "")
+            return f"its job {job.scheduler_id} ended {job.state}{why}"
         if job.requeues > server.requeues or (
             job.started_at is not None and job.state != Job.State.RUNNING
         ):
@@ -493,9 +499,19 @@ class SlurmServingBackend(ServingBackend):
             submitted=time.monotonic(),
         )
 
-    def _cancel(self, server: ServerJob) -> None:
-        server.job.refresh_from_db()
-        job_cancel(job=server.job, backend=self.cluster)
+    def _cancel(self, server: ServerJob, *, requeued_too: bool = False) -> None:
+        """Cancel the server's job. `requeued_too`: even one whose run ended: Slurm requeues a
+        job whose node failed (accounting says NODE_FAIL while it waits to run again), and it
+        would start a server no one asks, on a GPU, when it does."""
+        job = server.job
+        job.refresh_from_db()
+        if requeued_too and job.finished:
+            with contextlib.suppress(Exception):  # it may be over for good: nothing to cancel
+                (self.cluster or cluster_backend()).cancel(
+                    scheduler_id=job.scheduler_id, unix_user=job.account.unix_user
+                )
+            return
+        job_cancel(job=job, backend=self.cluster)
 
     def _ready(self, base_url: str, api_key: str) -> bool:
         if self.challenge:
