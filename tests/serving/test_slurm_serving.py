@@ -186,7 +186,7 @@ def test_the_worker_moves_contestants_to_new_jobs_before_the_time_limit_without_
         backend = SlurmServingBackend(
             command=TEST_COMMAND, folder=serving_folder, cluster=slurm, ready_timeout_s=180,
             memory_mb=SERVER_MEMORY_MB, time_limit_minutes=3, renew_margin_s=160,
-            health_interval_s=2, drain_timeout_s=150,
+            health_interval_s=5, drain_timeout_s=150,
         )  # fmt: skip
         backends.append(backend)
         return backend
