@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.db import models
 
-from arena.serving.models import Contestant
+from arena.serving.models import Contestant, ServingEvent
 
 
 @admin.register(Contestant)
@@ -19,3 +19,11 @@ class ContestantAdmin(admin.ModelAdmin):
     list_editable = ["active", "weight"]
     search_fields = ["display_name", "served_model_name", "checkpoint_path"]
     formfield_overrides = {models.URLField: {"assume_scheme": "http"}}  # local model servers
+
+
+@admin.register(ServingEvent)
+class ServingEventAdmin(admin.ModelAdmin):
+    list_display = ["at", "contestant", "kind", "reason", "detail"]
+    list_filter = ["kind"]
+    search_fields = ["contestant__display_name", "reason", "detail"]
+    readonly_fields = ["at", "contestant", "kind", "reason", "detail"]

@@ -8,13 +8,58 @@ contestant as a GPU job on the cluster.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
+from typing import Protocol
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from arena.serving.client import Endpoint
 from arena.serving.local import SupervisedModelServer, bind_free_listener
+
+
+@dataclass(frozen=True)
+class ServerChange:
+    """Something that happened to a served model's server, for the organizers: `kind` is one of
+    CHANGE_KINDS, `reason` why (in words), `detail` which jobs and addresses."""
+
+    kind: str
+    reason: str
+    detail: str = ""
+
+
+# What `maintain` reports, in the order a replacement goes through them.
+LOST = "lost"  # the server stopped answering or its job ended: the contestant is withdrawn
+REPLACEMENT_STARTED = "replacement started"
+REPLACEMENT_FAILED = "replacement failed"  # tried again on the next round
+REPLACEMENT_READY = "replacement ready"
+SWAPPED = "swapped"  # the contestant now points at the replacement
+OLD_STOPPED = "old server stopped"  # after the battles on it finished, or the drain timeout
+CHANGE_KINDS = (
+    LOST,
+    REPLACEMENT_STARTED,
+    REPLACEMENT_FAILED,
+    REPLACEMENT_READY,
+    SWAPPED,
+    OLD_STOPPED,
+)
+
+
+class EndpointKeeper(Protocol):
+    """Where the arena reads a served model's endpoint (its `Contestant` row), as the backend
+    moving a model between servers sees it."""
+
+    def move(self, old: Endpoint, new: Endpoint) -> None:
+        """New battles go to `new` from now on (and the model is offered to voters again)."""
+
+    def withdraw(self, old: Endpoint) -> None:
+        """`old` is gone: offer the model to no new battle until it is moved."""
+
+    def in_flight(self, old: Endpoint, *, since: datetime) -> bool:
+        """Whether a battle that may have read `old` (it started generating before `since`,
+        when the model was moved) is still streaming."""
 
 
 class ServingBackend(ABC):
@@ -25,6 +70,12 @@ class ServingBackend(ABC):
     @abstractmethod
     def stop(self) -> None:
         """Stop every server this backend started."""
+
+    def maintain(self, keeper: EndpointKeeper) -> list[ServerChange]:
+        """One round of keeping the servers up, called from the worker's loop; never blocks
+        on a server starting. Default: nothing to do (a local server is restarted by its own
+        supervisor thread and keeps its port)."""
+        return []
 
 
 class LocalServingBackend(ServingBackend):

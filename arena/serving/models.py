@@ -40,3 +40,23 @@ class Contestant(models.Model):
 
     def __str__(self) -> str:
         return self.display_name
+
+
+class ServingEvent(models.Model):
+    """What happened to a contestant's model server, for the organizers: a server lost, a
+    replacement started, ready, swapped in, an old server stopped (arena/serving/backends.py
+    CHANGE_KINDS), and why. Names jobs and addresses, never shown to voters."""
+
+    contestant = models.ForeignKey(
+        Contestant, null=True, on_delete=models.SET_NULL, related_name="serving_events"
+    )
+    kind = models.CharField(max_length=32)
+    reason = models.CharField(max_length=500)
+    detail = models.CharField(max_length=500, blank=True)
+    at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"{self.contestant}: {self.kind} ({self.reason})"

@@ -2,8 +2,9 @@ from __future__ import annotations
 
 from django.db import transaction
 
+from arena.serving.backends import ServerChange
 from arena.serving.client import Endpoint
-from arena.serving.models import Contestant
+from arena.serving.models import Contestant, ServingEvent
 
 
 @transaction.atomic
@@ -36,3 +37,12 @@ def contestant_register(
 
 def contestants_deactivate(*, display_names: list[str]) -> int:
     return Contestant.objects.filter(display_name__in=display_names).update(active=False)
+
+
+def serving_event_record(*, contestant_id: int, change: ServerChange) -> ServingEvent:
+    return ServingEvent.objects.create(
+        contestant_id=contestant_id,
+        kind=change.kind,
+        reason=change.reason[:500],
+        detail=change.detail[:500],
+    )

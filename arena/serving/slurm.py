@@ -11,6 +11,11 @@ vLLM's open `/health`: the key is never sent to check readiness), then hands the
 ordinary endpoint. Stopping
 cancels the jobs. Jobs run under the organizers' serving account, as the platform's user.
 
+The worker keeps them up through `maintain` (README: "Keeping Slurm servers up"): a server
+that is lost (its job ended or was requeued, its health checks fail) or whose job nears its
+time limit gets a replacement job; once that is healthy the contestant is moved to it, and the
+old job is cancelled after the battles streaming from it have finished.
+
 A server listens on its node's address, where agents' jobs run too, so it answers only the
 holder of its key: the backend writes a new key per server to a 0600 file in the job's private
 folder, and the job script exports it as `VLLM_API_KEY` (vLLM's `--api-key`) and
@@ -21,16 +26,33 @@ name (`$SERVED_MODEL_NAME`), and the job is named after it, not after the checkp
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pwd
 import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
+from typing import ClassVar
 
-from arena.serving.backends import ServingBackend
+from django.utils import timezone
+
+from arena.serving.backends import (
+    LOST,
+    OLD_STOPPED,
+    REPLACEMENT_FAILED,
+    REPLACEMENT_READY,
+    REPLACEMENT_STARTED,
+    SWAPPED,
+    EndpointKeeper,
+    ServerChange,
+    ServingBackend,
+)
 from arena.serving.client import Endpoint
 from arena.serving.local import ServerStartError, authorized_health, serving_secrets
 from arena.serving.vllm import open_health as _open_health
+from cluster.backends import cluster_backend
 from cluster.backends.base import AccountLimits, ClusterBackend, JobRequest, SubmitRefused
 from cluster.models import ClusterAccount, Job
 from cluster.selectors import job_output
@@ -38,6 +60,9 @@ from cluster.services import account_ensure, cluster_sync, job_cancel, job_submi
 
 SERVING_ACCOUNT = "organizer_serving"
 SERVING_GPU_HOURS = 10_000  # the organizers' serving budget per period; a setting at a real site
+
+# Accounting read this recently is fresh enough for a round of the worker's health checks.
+ACCOUNTING_FRESH_S = 2.0
 
 # Bash, run as the job. `{command}` is the configured server command.
 #
@@ -48,7 +73,7 @@ SERVING_GPU_HOURS = 10_000  # the organizers' serving budget per period; a setti
 # files of the server's processes, and its owner is this job's user). Someone else on the port:
 # the server is stopped and started again on another port, a few times, then the job fails.
 JOB_SCRIPT = """#!/bin/bash
-{memory}set -euo pipefail
+{directives}set -euo pipefail
 ADDRESS=$(scontrol show node "$SLURMD_NODENAME" | grep -o 'NodeAddr=[^ ]*' | cut -d= -f2)
 # The key is read from a file only the platform's user can read: never on a command line.
 ARENA_SERVE_KEY=$(<serve.key)
@@ -155,7 +180,40 @@ while True:
 """
 
 
+@dataclass
+class ServerJob:
+    """One serving job: a model server this backend started, ready or not yet."""
+
+    job: Job
+    folder: Path
+    checkpoint: Path
+    endpoint: Endpoint  # its base_url is "" until the server is ready
+    submitted: float  # time.monotonic() at submission
+    node: str = ""  # where it runs, once ready
+    requeues: int = 0  # the job's requeues when it became ready: one more and it was lost
+    failed_checks: int = 0  # health checks failed in a row
+    next_check: float = 0.0
+    swapped_at: datetime | None = None  # when the model left it for a replacement
+    drain_until: float = 0.0
+
+
+@dataclass
+class ServedModel:
+    """A checkpoint this backend keeps served: the server the arena uses now, the one that is
+    to replace it, and old ones left to finish the battles they stream."""
+
+    checkpoint: Path
+    current: ServerJob
+    replacement: ServerJob | None = None
+    replacing_because: str = ""
+    lost_because: str = ""  # the current server is gone (the model is withdrawn meanwhile)
+    draining: list[ServerJob] = field(default_factory=list)
+    retry_at: float = 0.0
+
+
 class SlurmServingBackend(ServingBackend):
+    _accounting_synced_at: ClassVar[float] = float("-inf")  # shared by the worker's backends
+
     def __init__(
         self,
         *,
@@ -168,6 +226,12 @@ class SlurmServingBackend(ServingBackend):
         period: str = "serving",
         memory_mb: int | None = None,
         challenge: bool | None = None,
+        renew_margin_s: float = 45 * 60,
+        drain_timeout_s: float = 600,
+        health_interval_s: float = 15,
+        max_failed_checks: int = 3,
+        retry_after_s: float = 60,
+        sbatch_options: tuple[str, ...] = (),
     ) -> None:
         self.command = command
         self.folder = folder
@@ -183,102 +247,323 @@ class SlurmServingBackend(ServingBackend):
         # the readiness check then needs its proof. vLLM does not: its open `/health` is asked
         # with no key, and the job's own check of the listener (VERIFY_LISTENER) vouches for it.
         self.challenge = "arena.serving.guard" in command if challenge is None else challenge
-        self.jobs: list[Job] = []
+        # A replacement is started this long before a job's time limit: long enough for it to
+        # wait in the queue, load its model (ready_timeout_s) and for the old server to finish
+        # the battles it streams (drain_timeout_s).
+        self.renew_margin_s = renew_margin_s
+        self.drain_timeout_s = drain_timeout_s
+        self.health_interval_s = health_interval_s
+        self.max_failed_checks = max_failed_checks
+        self.retry_after_s = retry_after_s
+        # More of sbatch's options for every serving job (`--constraint=h100`, `--exclude=…`).
+        self.sbatch_options = sbatch_options
+        self.models: list[ServedModel] = []
+        self._serving_account: ClusterAccount | None = None
+
+    @property
+    def jobs(self) -> list[Job]:
+        """Every job this backend holds: current servers, replacements, draining old ones."""
+        found = []
+        for model in self.models:
+            found.append(model.current.job)
+            if model.replacement is not None:
+                found.append(model.replacement.job)
+            found.extend(old.job for old in model.draining)
+        return found
 
     def start(self, checkpoints: list[Path]) -> list[Endpoint]:
-        account = self._account()
-        started: list[tuple[Job, Path, Path, Endpoint]] = []
+        started: list[ServerJob] = []
         try:
             for checkpoint in checkpoints:
-                if not (checkpoint / "config.json").exists():
-                    raise ServerStartError(
-                        f"{checkpoint} is not a model checkpoint (no config.json)"
-                    )
-                api_key, served_model_name = serving_secrets()
-                folder = self.folder / served_model_name
-                self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-                folder.mkdir(mode=0o700)
-                _write_private(folder / "serve.key", api_key)
-                request = JobRequest(
-                    name=f"serve-{served_model_name}",
-                    script=JOB_SCRIPT.format(
-                        command=self.command,
-                        verify=VERIFY_LISTENER,
-                        memory=f"#SBATCH --mem={self.memory_mb}M\n" if self.memory_mb else "",
-                    ),
-                    nodes=1,
-                    gpus_per_node=self.gpus,
-                    time_limit_minutes=self.time_limit_minutes,
-                    preemptible=False,
-                    workdir=folder,
-                    env={
-                        "CHECKPOINT": str(checkpoint.resolve()),
-                        "SERVED_MODEL_NAME": served_model_name,
-                        "HF_HUB_OFFLINE": "1",
-                        "TRANSFORMERS_OFFLINE": "1",
-                    },
-                )
-                try:
-                    job = job_submit(account=account, request=request, backend=self.cluster)
-                except SubmitRefused as refused:
-                    raise ServerStartError(f"serving job refused: {refused.message}") from None
-                started.append((job, folder, checkpoint, Endpoint("", served_model_name, api_key)))
-            endpoints = [self._wait_ready(*each) for each in started]
+                started.append(self._submit(checkpoint))
+            for server in started:
+                self._wait_ready(server)
         except BaseException:
-            for job, *_ in started:
-                job_cancel(job=job, backend=self.cluster)
+            for server in started:
+                self._cancel(server)
             raise
-        self.jobs.extend(job for job, *_ in started)
-        return endpoints
+        self.models.extend(ServedModel(server.checkpoint, server) for server in started)
+        return [server.endpoint for server in started]
 
     def stop(self) -> None:
-        while self.jobs:
-            job = self.jobs.pop()
-            job.refresh_from_db()
-            job_cancel(job=job, backend=self.cluster)
+        while self.models:
+            model = self.models.pop()
+            for server in [model.current, model.replacement, *model.draining]:
+                if server is not None:
+                    self._cancel(server)
+
+    def maintain(self, keeper: EndpointKeeper) -> list[ServerChange]:
+        """Health-check every server; replace one that is lost (its job ended or was requeued,
+        or it failed `max_failed_checks` checks in a row) or whose job nears its time limit;
+        move the model to the replacement once it is healthy; stop an old server once the
+        battles that may stream from it are done. One step per call: nothing here waits for a
+        model to load."""
+        if not self.models:
+            return []
+        self._sync_accounting()
+        changes: list[ServerChange] = []
+        for model in self.models:
+            changes.extend(self._keep(model, keeper))
+        return changes
+
+    def _keep(self, model: ServedModel, keeper: EndpointKeeper) -> list[ServerChange]:
+        changes = []
+        for old in list(model.draining):
+            assert old.swapped_at is not None
+            busy = keeper.in_flight(old.endpoint, since=old.swapped_at)
+            if busy and time.monotonic() < old.drain_until:
+                continue
+            self._cancel(old)
+            model.draining.remove(old)
+            reason = (
+                f"the drain timeout ({self.drain_timeout_s:g} s) passed with battles still on it"
+                if busy
+                else "no battle streams from it any more"
+            )
+            changes.append(ServerChange(OLD_STOPPED, reason, _described(old)))
+
+        current = model.current
+        if not model.lost_because:
+            lost = self._lost_because(current)
+            if lost:
+                model.lost_because = lost
+                keeper.withdraw(current.endpoint)
+                # A requeued job would hold a GPU for a server no one asks any more.
+                self._cancel(current, requeued_too=True)
+                changes.append(ServerChange(LOST, lost, _described(current)))
+
+        if model.replacement is None and time.monotonic() >= model.retry_at:
+            because = model.lost_because or self._renewal_due(current)
+            if because:
+                try:
+                    # A server lost with its node is replaced elsewhere: the node may come
+                    # back (ReturnToService) and fail again.
+                    avoid = current.node if model.lost_because else ""
+                    model.replacement = self._submit(model.checkpoint, avoid=avoid)
+                except ServerStartError as refused:
+                    model.retry_at = time.monotonic() + self.retry_after_s
+                    changes.append(ServerChange(REPLACEMENT_FAILED, str(refused)))
+                    return changes
+                model.replacing_because = because
+                changes.append(
+                    ServerChange(REPLACEMENT_STARTED, because, _described(model.replacement))
+                )
+
+        if model.replacement is not None:
+            new = model.replacement
+            try:
+                ready = self._poll_ready(new)
+            except ServerStartError as failed:
+                self._cancel(new)
+                model.replacement = None
+                model.retry_at = time.monotonic() + self.retry_after_s
+                changes.append(ServerChange(REPLACEMENT_FAILED, str(failed), _described(new)))
+                return changes
+            if ready:
+                changes.append(
+                    ServerChange(REPLACEMENT_READY, model.replacing_because, _described(new))
+                )
+                keeper.move(current.endpoint, new.endpoint)
+                model.current, model.replacement = new, None
+                changes.append(
+                    ServerChange(
+                        SWAPPED,
+                        model.replacing_because,
+                        f"from {_described(current)} to {_described(new)}",
+                    )
+                )
+                if model.lost_because:
+                    model.lost_because = ""  # its job was cancelled when it was found lost
+                else:
+                    # Battles that read the old endpoint before the move finish on it.
+                    current.swapped_at = timezone.now()
+                    current.drain_until = time.monotonic() + self.drain_timeout_s
+                    model.draining.append(current)
+        return changes
+
+    def _sync_accounting(self) -> None:
+        """The serving account's jobs from the scheduler's accounting, once per worker round:
+        the worker keeps one backend per contestant and calls them one after the other."""
+        if time.monotonic() - SlurmServingBackend._accounting_synced_at < ACCOUNTING_FRESH_S:
+            return
+        cluster_sync(backend=self.cluster, account_names=[SERVING_ACCOUNT])
+        SlurmServingBackend._accounting_synced_at = time.monotonic()
+
+    def _lost_because(self, server: ServerJob) -> str:
+        """Why the server the arena uses is gone, or "" while it is fine."""
+        job = server.job
+        job.refresh_from_db()
+        if job.finished:
+            why = {
+                Job.State.NODE_FAIL: ": its node failed",
+                Job.State.TIMEOUT: ": it reached its time limit",
+                Job.State.OUT_OF_MEMORY: ": it ran out of memory",
+            }.get(job.state, "")
+            return f"its job {job.scheduler_id} ended {job.state}{why}"
+        if job.requeues > server.requeues or (
+            job.started_at is not None and job.state != Job.State.RUNNING
+        ):
+            # Slurm requeues a job whose node failed (the platform submits with --requeue):
+            # whenever it runs again, it is a new server on a new port with no endpoint given.
+            return (
+                f"its job {job.scheduler_id} was requeued (its node failed, or it was"
+                f" preempted) and is {job.state} now"
+            )
+        now = time.monotonic()
+        if now < server.next_check:
+            return ""
+        server.next_check = now + self.health_interval_s
+        if self._ready(server.endpoint.base_url.removesuffix("/v1"), server.endpoint.api_key):
+            server.failed_checks = 0
+            return ""
+        server.failed_checks += 1
+        if server.failed_checks >= self.max_failed_checks:
+            return f"its server failed {server.failed_checks} health checks in a row"
+        return ""
+
+    def _renewal_due(self, server: ServerJob) -> str:
+        """Why the server needs a successor now (its time limit is near), or ""."""
+        job = server.job
+        # Before accounting has the start, the submission is an earlier, safe stand-in.
+        began = job.started_at or job.submitted_at
+        left = (began + timedelta(minutes=job.time_limit_minutes) - timezone.now()).total_seconds()
+        if left > self.renew_margin_s:
+            return ""
+        return (
+            f"its job {job.scheduler_id} reaches its {job.time_limit_minutes}-minute time limit"
+            f" in {max(left, 0):.0f} s"
+        )
 
     def _account(self) -> ClusterAccount:
-        return account_ensure(
-            name=SERVING_ACCOUNT,
-            unix_user=pwd.getpwuid(os.getuid()).pw_name,
-            period=self.period,
-            limits=AccountLimits(
-                gpu_hours=SERVING_GPU_HOURS,
-                max_gpus=8,
-                max_preemptible_gpus=0,
-                max_job_hours=24,
-                platform=True,  # its own QOS: the agents' limits stay as the phase set them
+        if self._serving_account is None:
+            self._serving_account = account_ensure(
+                name=SERVING_ACCOUNT,
+                unix_user=pwd.getpwuid(os.getuid()).pw_name,
+                period=self.period,
+                limits=AccountLimits(
+                    gpu_hours=SERVING_GPU_HOURS,
+                    max_gpus=8,
+                    max_preemptible_gpus=0,
+                    max_job_hours=24,
+                    platform=True,  # its own QOS: the agents' limits stay as the phase set them
+                ),
+                storage_gib=100,
+                backend=self.cluster,
+            )
+        return self._serving_account
+
+    def _submit(self, checkpoint: Path, *, avoid: str = "") -> ServerJob:
+        """Submit a server for `checkpoint`, with a new key, name and folder, not on the node
+        `avoid` if one is named; not waited for."""
+        if not (checkpoint / "config.json").exists():
+            raise ServerStartError(f"{checkpoint} is not a model checkpoint (no config.json)")
+        account = self._account()
+        options = [*self.sbatch_options]
+        if self.memory_mb:
+            options.append(f"--mem={self.memory_mb}M")
+        if avoid:
+            options.append(f"--exclude={avoid}")
+        api_key, served_model_name = serving_secrets()
+        folder = self.folder / served_model_name
+        self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        folder.mkdir(mode=0o700)
+        _write_private(folder / "serve.key", api_key)
+        request = JobRequest(
+            name=f"serve-{served_model_name}",
+            script=JOB_SCRIPT.format(
+                command=self.command,
+                verify=VERIFY_LISTENER,
+                directives="".join(f"#SBATCH {option}\n" for option in options),
             ),
-            storage_gib=100,
-            backend=self.cluster,
+            nodes=1,
+            gpus_per_node=self.gpus,
+            time_limit_minutes=self.time_limit_minutes,
+            preemptible=False,
+            workdir=folder,
+            env={
+                "CHECKPOINT": str(checkpoint.resolve()),
+                "SERVED_MODEL_NAME": served_model_name,
+                "HF_HUB_OFFLINE": "1",
+                "TRANSFORMERS_OFFLINE": "1",
+            },
         )
+        try:
+            job = job_submit(account=account, request=request, backend=self.cluster)
+        except SubmitRefused as refused:
+            raise ServerStartError(f"serving job refused: {refused.message}") from None
+        return ServerJob(
+            job=job,
+            folder=folder,
+            checkpoint=checkpoint,
+            endpoint=Endpoint("", served_model_name, api_key),
+            submitted=time.monotonic(),
+        )
+
+    def _cancel(self, server: ServerJob, *, requeued_too: bool = False) -> None:
+        """Cancel the server's job. `requeued_too`: even one whose run ended: Slurm requeues a
+        job whose node failed (accounting says NODE_FAIL while it waits to run again), and it
+        would start a server no one asks, on a GPU, when it does."""
+        job = server.job
+        job.refresh_from_db()
+        if requeued_too and job.finished:
+            with contextlib.suppress(Exception):  # it may be over for good: nothing to cancel
+                (self.cluster or cluster_backend()).cancel(
+                    scheduler_id=job.scheduler_id, unix_user=job.account.unix_user
+                )
+            return
+        job_cancel(job=job, backend=self.cluster)
 
     def _ready(self, base_url: str, api_key: str) -> bool:
         if self.challenge:
             return authorized_health(base_url, api_key)
         return _open_health(base_url)
 
-    def _wait_ready(self, job: Job, folder: Path, checkpoint: Path, served: Endpoint) -> Endpoint:
-        deadline = time.monotonic() + self.ready_timeout_s
-        where = folder / "endpoint.json"
-        while time.monotonic() < deadline:
-            if where.exists():
-                endpoint = json.loads(where.read_text())
-                base = f"http://{endpoint['host']}:{endpoint['port']}"
-                if self._ready(base, served.api_key):
-                    return Endpoint(f"{base}/v1", served.model, served.api_key)
+    def _poll_ready(self, server: ServerJob) -> bool:
+        """Whether the server is ready now (its endpoint is then filled in); ServerStartError
+        once its job ended or it was not ready in `ready_timeout_s`."""
+        where = server.folder / "endpoint.json"
+        served = server.endpoint
+        if where.exists():
+            endpoint = json.loads(where.read_text())
+            base = f"http://{endpoint['host']}:{endpoint['port']}"
+            if self._ready(base, served.api_key):
+                server.endpoint = Endpoint(f"{base}/v1", served.model, served.api_key)
+                server.next_check = time.monotonic() + self.health_interval_s
+                server.job.refresh_from_db()
+                server.requeues = server.job.requeues
+                server.node = self._node_of(server.job)
+                return True
+        job = server.job
+        job.refresh_from_db()
+        if job.finished:
+            tail = job_output(job, tail_bytes=2000)
+            raise ServerStartError(
+                f"serving job {job.scheduler_id} for {server.checkpoint.name} ended"
+                f" {job.state}:\n{tail}"
+            )
+        if time.monotonic() - server.submitted > self.ready_timeout_s:
+            raise ServerStartError(
+                f"serving job {job.scheduler_id} for {server.checkpoint.name} not ready after"
+                f" {self.ready_timeout_s:g} s ({job.state}{': ' + job.reason if job.reason else ''})"
+            )
+        return False
+
+    def _node_of(self, job: Job) -> str:
+        cluster = self.cluster or cluster_backend()
+        for queued in cluster.queue():
+            if queued.scheduler_id == job.scheduler_id:
+                return queued.node_list
+        return ""
+
+    def _wait_ready(self, server: ServerJob) -> None:
+        while not self._poll_ready(server):
             cluster_sync(backend=self.cluster, account_names=[SERVING_ACCOUNT])
-            job.refresh_from_db()
-            if job.finished:
-                tail = job_output(job, tail_bytes=2000)
-                raise ServerStartError(
-                    f"serving job {job.scheduler_id} for {checkpoint.name} ended {job.state}:\n{tail}"
-                )
             time.sleep(1)
-        raise ServerStartError(
-            f"serving job {job.scheduler_id} for {checkpoint.name} not ready after"
-            f" {self.ready_timeout_s:g} s ({job.state}{': ' + job.reason if job.reason else ''})"
-        )
+
+
+def _described(server: ServerJob) -> str:
+    where = server.endpoint.base_url.removesuffix("/v1").removeprefix("http://")
+    return f"job {server.job.scheduler_id}" + (f" at {where}" if where else "")
 
 
 def _write_private(path: Path, text: str) -> None:
