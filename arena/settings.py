@@ -117,6 +117,19 @@ DATABASES = {
         env_str("DATABASE_URL", "sqlite:///var/arena.sqlite3"), base_dir=BASE_DIR
     )
 }
+# A pool of at most this many PostgreSQL connections per process (psycopg_pool), each checked
+# before it is lent; 0 (the default): a connection per request, as Django opens them. The
+# deployment kit's web workers use 8: a connection per request cost each worker more CPU than
+# the vote itself, and under load it ran PostgreSQL out of connections (bench/README.md).
+ARENA_DATABASE_POOL = env_int("ARENA_DATABASE_POOL", 0, minimum=0)
+if ARENA_DATABASE_POOL and DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Django checks each connection as the pool lends it (CONN_HEALTH_CHECKS): one a restart
+    # broke is replaced.
+    DATABASES["default"]["OPTIONS"]["pool"] = {
+        "min_size": 1,
+        "max_size": ARENA_DATABASE_POOL,
+        "timeout": 10,
+    }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 _redis_url = env_str("REDIS_URL", "")

@@ -8,7 +8,8 @@ test suite's scripted OpenAI-compatible server (tests/support/scripted_llm.py) i
 of its own, answering at once, so model speed does not count.
 
 The benchmarks write to the database they are given (contestants `load-1..3`, battles,
-votes): point DATABASE_URL at a scratch database (`createdb arena_load && manage.py migrate`).
+votes): point DATABASE_URL at a scratch database. One that does not exist yet is created, and
+the schema is migrated, before anything runs.
 """
 
 from __future__ import annotations
@@ -60,9 +61,27 @@ WORKER_ENV = {
 
 
 def django_setup() -> None:
+    """Django set up on DATABASE_URL's database, created (PostgreSQL) and migrated first."""
     import django
+    from django.core.management import call_command
+    from django.db import OperationalError, connection
 
     django.setup()
+    try:
+        connection.ensure_connection()
+    except OperationalError as exc:
+        if "does not exist" not in str(exc) or connection.vendor != "postgresql":
+            raise
+        import psycopg
+        from psycopg import sql
+
+        params = connection.get_connection_params()
+        name = params.pop("dbname")
+        params["dbname"] = "postgres"
+        print(f"creating the scratch database {name}", flush=True)
+        with psycopg.connect(**params, autocommit=True) as admin:
+            admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    call_command("migrate", verbosity=0)
 
 
 def free_port() -> int:

@@ -36,6 +36,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from infra.deploy.layout import (
+    DATABASE_POOL_PER_PROCESS,
     DEFAULT_TRUSTED_PROXIES,
     DEPLOY_ID_VARIABLE,
     NGINX_USER,
@@ -135,6 +136,7 @@ def _program_environment(layout: Layout) -> dict[str, str]:
     env = dict(os.environ)
     env.setdefault("DJANGO_SETTINGS_MODULE", "arena.settings")
     env.setdefault("ARENA_TRUSTED_PROXIES", DEFAULT_TRUSTED_PROXIES)
+    env.setdefault("ARENA_DATABASE_POOL", str(DATABASE_POOL_PER_PROCESS))
     env["ARENA_STATIC_ROOT"] = str(layout.static_root)
     env["PYTHONUNBUFFERED"] = "1"
     # Marks this kit's programs, so `down` finds any a dead supervisord left behind.

@@ -17,6 +17,8 @@ PHASES_PROGRAM = "phases"
 SYNC_PROGRAM = "sync"
 # What the workers believe X-Forwarded-For from: nginx, over the sockets only it can open.
 DEFAULT_TRUSTED_PROXIES = "unix"
+# PostgreSQL connections each program keeps (arena/settings.py ARENA_DATABASE_POOL).
+DATABASE_POOL_PER_PROCESS = 8
 DEPLOY_ID_VARIABLE = "ARENA_DEPLOY_ID"
 # The caller's variables written to the deploy folder's `environment` for the record (the
 # programs inherit the whole environment of `up`).
