@@ -135,8 +135,9 @@ def battle_export_rows(
 def _category_tag(battle: Any) -> dict[str, Any]:
     tags = set(categories_decode(battle.categories))
     tag: dict[str, Any] = {name: name in tags for name in CATEGORIES}
-    if battle.category_criteria:
-        tag["hard_criteria"] = battle.category_criteria
+    # Arena-Hard's criteria as a judge read them; null until one has (every line has the
+    # same keys, so the release's Parquet rows are the export's).
+    tag["hard_criteria"] = battle.category_criteria or None
     tag["categorized_by"] = battle.categorized_by
     return tag
 
