@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 
 from arena.battles.models import Vote
+from arena.battles.prompt_groups import dedup_weights
 from arena.battles.services import voter_exclude
-from arena.leaderboard.inputs import counted_battles
+from arena.leaderboard.inputs import counted_battles_grouped
 from arena.leaderboard.models import RatingSnapshot
 from arena.leaderboard.screening import voter_screening
 from arena.leaderboard.services import leaderboard_refresh
@@ -86,9 +87,13 @@ def test_a_watermark_bot_is_flagged_and_excluding_it_restores_the_crowds_verdict
     clean = weak_score(without_bot.raw)
     assert moved > clean["ci_high"], (moved, clean)  # the bot pushed it out of its interval
     assert clean["ci_low"] <= clean["score"] <= clean["ci_high"]
-    # What remains is exactly the crowd: the same fit as the people's votes alone.
-    people, _ = counted_battles()
+    # What remains is exactly the crowd: the same fit as the people's votes alone, weighted
+    # as the board weighs them (every battle has the one prompt here: one near-duplicate group,
+    # whose equal weights still move the estimate a little against the L2 prior).
+    people, groups, _ = counted_battles_grouped()
     assert people.n_battles == without_bot.n_battles == len(report.votes) - len(bot_battles)
-    alone = fit_ratings(people.without_style(), style=False, ci=None).score_of("weak").score
+    weights, _ = dedup_weights(groups, "database")
+    crowd = people.without_style().reweighted(weights)
+    alone = fit_ratings(crowd, style=False, ci=None).score_of("weak").score
     assert weak_score(without_bot.raw)["score"] == pytest.approx(alone, abs=0.01)
     assert without_bot.exclusions["votes_excluded"] == len(bot_battles)
