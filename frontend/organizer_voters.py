@@ -77,5 +77,6 @@ def voters_page(request: HttpRequest) -> HttpResponse:
             "flagged": voter_screening(),
             "exclusions": VoterExclusion.objects.order_by("-id")[:200],
             "shown_key": SHOWN_KEY,
+            "nav": "voters",
         },
     )
