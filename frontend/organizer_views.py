@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import wraps
+from urllib.parse import urlencode
 
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
@@ -34,6 +35,9 @@ def staff_only(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]
 @require_GET
 @staff_only
 def phases(request: HttpRequest) -> HttpResponse:
+    if "agent" in request.GET:  # the one-page dashboard's job filter: the jobs moved
+        query = urlencode({"agent": request.GET["agent"]})
+        return redirect(f"{reverse('organizer-cluster')}?{query}#jobs")
     page = organizer_pages.phases_page()
     return render(request, "organizer/phases.html", {"page": page, "nav": "phases"})
 

@@ -76,3 +76,9 @@ def test_it_carries_no_other_pages_sections(organizer_staff, phase_with_a_nomina
 def test_the_nav_marks_it_and_every_link_answers(organizer_staff, phase_with_a_nomination):
     page = organizer_staff.get(URL).content.decode()
     assert_nav(organizer_staff, page, current=[PAGES["Phases"]])
+
+
+def test_the_old_job_filter_goes_to_the_cluster_pages_jobs(organizer_staff):
+    reply = organizer_staff.get(URL + "?agent=ben&x=1")
+    assert reply.status_code == 302
+    assert reply["Location"] == "/organizer/cluster/?agent=ben#jobs"
