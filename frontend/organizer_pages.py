@@ -140,7 +140,8 @@ def _summary() -> list[SummaryLine]:
         SummaryLine(
             "organizer-evaluation",
             "Evaluation and audit",
-            ", ".join(f"{n} {state}" for state, n in sorted(runs.items())) or "no evaluation runs",
+            "evaluation runs: "
+            + (", ".join(f"{n} {s}" for s, n in sorted(runs.items())) or "none"),
         ),
         SummaryLine(
             "organizer-audit",
@@ -191,9 +192,9 @@ class AgentPage:
 
 def agent_page(*, name: str) -> AgentPage | None:
     """One agent's page, or None when there is no such agent."""
-    budgets = agent_budgets(agents=[name], gpus_in_use=_gpus_now())
-    if not budgets:
+    if not agents_in_order(names=[name]):
         return None
+    (budget,) = agent_budgets(agents=[name], gpus_in_use=_gpus_now())
     sections: list[OrganizerSection] = []
     for provider in (
         journal_sections,
@@ -204,7 +205,7 @@ def agent_page(*, name: str) -> AgentPage | None:
         sections.extend(provider(agent=name))
     return AgentPage(
         agent=name,
-        budget=budgets[0],
+        budget=budget,
         jobs=jobs_recent(agent=name),
         nominations=nominations_all(agent=name),
         sections=sections,
