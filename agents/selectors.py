@@ -1,9 +1,10 @@
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from agents.credit import credit_left
-from agents.models import Agent, AgentToken, ProxyCall, Upstream
+from agents.models import Agent, AgentToken, Nomination, NomineeCopy, ProxyCall, Upstream
 from agents.services import token_digest
 from cluster.models import ClusterAccount, Job
 from cluster.selectors import gpu_seconds_charged
@@ -108,3 +109,36 @@ def agent_budget(agent: Agent) -> dict[str, Any]:
         },
         "submissions_blocked": account.blocked_reason,
     }
+
+
+# -- reads for the organizer's pages ---------------------------------------------------------
+
+
+def agents_in_order(*, names: Collection[str] | None = None) -> list[Agent]:
+    agents = Agent.objects.order_by("name")
+    if names is not None:
+        agents = agents.filter(name__in=list(names))
+    return list(agents)
+
+
+def agent_names_by_account() -> dict[str, str]:
+    """Each cluster account's agent: the name to show for the account's jobs."""
+    return dict(Agent.objects.values_list("cluster_account", "name"))
+
+
+def nominations_with_copies(*, agent: str | None = None) -> list[Nomination]:
+    """Nominations by phase and agent, with their checkpoint's job and the arena's copy (if
+    the phase froze) loaded: `nomination_served_copy` reads it without a query."""
+    nominations = Nomination.objects.select_related(
+        "agent", "phase", "checkpoint__job", "nominee_copy"
+    ).order_by("phase__starts_at", "agent__name")
+    if agent is not None:
+        nominations = nominations.filter(agent__name=agent)
+    return list(nominations)
+
+
+def nomination_served_copy(nomination: Nomination) -> NomineeCopy | None:
+    try:
+        return nomination.nominee_copy
+    except NomineeCopy.DoesNotExist:
+        return None

@@ -1,11 +1,12 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from django.db.models import Sum
+from django.db.models import Count, Sum
 
 from cluster.backends import cluster_backend
 from cluster.backends.base import ClusterBackend
@@ -85,3 +86,38 @@ def job_output_file(job: Job) -> SandboxPath:
         with contextlib.suppress(UnsafePath):  # not in the sandbox: a platform job's
             return locate(Path(job.account.storage_path), job.stdout_path)
     return locate(Path(job.workdir), job.stdout_path)
+
+
+# -- reads for the organizer's pages ---------------------------------------------------------
+
+
+def accounts_by_name(names: Collection[str] | None = None) -> dict[str, ClusterAccount]:
+    accounts = ClusterAccount.objects.all()
+    if names is not None:
+        accounts = accounts.filter(name__in=list(names))
+    return {account.name: account for account in accounts}
+
+
+def job_counts_by_state(*, account: str | None = None) -> dict[str, int]:
+    """Job rows per state (as of the last sync), of one account or of all."""
+    jobs = Job.objects.all() if account is None else Job.objects.filter(account__name=account)
+    return dict(jobs.values_list("state").annotate(n=Count("id")).values_list("state", "n"))
+
+
+def running_gpus_by_account_qos() -> dict[tuple[str, str], int]:
+    """GPUs of the RUNNING job rows per (account, QOS): the platform's view as of the last
+    sync, for when the scheduler itself does not answer."""
+    running = (
+        Job.objects.filter(state=Job.State.RUNNING)
+        .values_list("account__name", "qos")
+        .annotate(gpus=Sum("gpus"))
+    )
+    return {(account, qos): gpus for account, qos, gpus in running}
+
+
+def jobs_latest(*, accounts: Collection[str] | None = None, limit: int = 50) -> list[Job]:
+    """The newest jobs first, of the given accounts or of all, with their account."""
+    jobs = Job.objects.select_related("account").order_by("-submitted_at")
+    if accounts is not None:
+        jobs = jobs.filter(account__name__in=list(accounts))
+    return list(jobs[:limit])

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Count, QuerySet
 
 from agents.models import Agent, Nomination
 from arena.competition.models import Competition, Phase
@@ -343,3 +343,40 @@ def phase_report(phase: Phase) -> dict[str, Any]:
             ).values("id", "model_label", "error")
         ),
     }
+
+
+# -- reads for the organizer's pages ---------------------------------------------------------
+
+
+def agents_with_evaluated_checkpoints(*, names: list[str] | None = None) -> list[Agent]:
+    """Agents with at least one evaluated checkpoint of theirs, by name."""
+    agents = Agent.objects.filter(
+        pk__in=EvalRun.objects.filter(checkpoint__isnull=False).values_list("agent_id", flat=True)
+    ).order_by("name")
+    if names is not None:
+        agents = agents.filter(name__in=names)
+    return list(agents)
+
+
+def on_demand_runs_latest(*, limit: int, agent: str | None = None) -> list[EvalRun]:
+    """Agents' own evaluation runs, newest first, with their agent and job."""
+    runs = EvalRun.objects.filter(requested_by_agent=True).select_related("agent", "job")
+    if agent is not None:
+        runs = runs.filter(agent__name=agent)
+    return list(runs.order_by("-created_at", "-pk")[:limit])
+
+
+def eval_run_counts() -> dict[str, int]:
+    """The phases' evaluation runs (not the agents' own) per state."""
+    runs = EvalRun.objects.filter(requested_by_agent=False)
+    return dict(runs.values_list("state").annotate(n=Count("id")).values_list("state", "n"))
+
+
+def phases_evaluated() -> list[Phase]:
+    """Phases with evaluation runs of their own (not only the agents' on-demand ones)."""
+    evaluated = EvalRun.objects.filter(requested_by_agent=False).values_list("phase_id")
+    return list(Phase.objects.filter(pk__in=evaluated).order_by("competition", "number"))
+
+
+def competitions_of(phases: list[Phase]) -> list[Competition]:
+    return list(Competition.objects.filter(phases__in=phases).distinct().order_by("pk"))

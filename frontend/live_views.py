@@ -24,7 +24,7 @@ from agents.trajectory_live import (
     events_before,
     events_latest,
 )
-from frontend.live import agents_watched, journal_latest, live_budget, public_delay
+from frontend.live import journal_latest, live_budget, public_delay
 from frontend.organizer_views import staff_only
 
 
@@ -58,12 +58,6 @@ def _events_json(
 
 
 # -- organizers ------------------------------------------------------------------------------
-
-
-@require_GET
-@staff_only
-def agents_index(request: HttpRequest) -> HttpResponse:
-    return render(request, "organizer/agents.html", {"agents": agents_watched()})
 
 
 @require_GET

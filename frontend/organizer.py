@@ -1,33 +1,37 @@
-"""Reads behind the organizer dashboard: the phase timeline, budget use per agent, jobs,
-nominations with their model cards, the leaderboards per phase, and sections that other apps
-(evaluation, audit) provide.
+"""The parts the organizer's pages are built from: the phase timeline, budget use per agent,
+jobs, nominations with their model cards, the leaderboards per phase, and the titled sections
+other modules provide (`SECTION_PROVIDERS`). `organizer_pages.py` puts them on pages.
 
-Everything here is read-only and staff-only; the dashboard view only renders what
-`organizer_dashboard` returns.
+Everything here is read-only and reads other apps' rows through their selectors.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
 from importlib import import_module
 from typing import Any
 
-from django.db.models import Count, Sum
-from django.utils import timezone
-
-from agents.models import Agent, Nomination, NomineeCopy
+from agents.selectors import (
+    agent_names_by_account,
+    agents_in_order,
+    nomination_served_copy,
+    nominations_with_copies,
+)
 from arena.competition.models import Phase
+from arena.competition.selectors import phases_in_order
 from arena.leaderboard.selectors import snapshot_latest
-from arena.phases.models import AgentStepFailure, WorkerFailure
-from arena.phases.selectors import agent_step_failures_open, worker_failures_recent
 from cluster.backends.base import NORMAL_QOS, PREEMPTIBLE_QOS
-from cluster.models import ClusterAccount, Job
-from cluster.selectors import gpu_seconds_charged
+from cluster.selectors import (
+    accounts_by_name,
+    gpu_seconds_charged,
+    job_counts_by_state,
+    jobs_latest,
+    running_gpus_by_account_qos,
+)
 from frontend.markdown import render_markdown
-from frontend.organizer_cluster import ClusterNow, cluster_now
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +75,7 @@ class PhaseLine:
 
 def phase_timeline(*, now: dt.datetime) -> list[PhaseLine]:
     lines = []
-    for phase in Phase.objects.select_related("competition").order_by("starts_at", "number"):
+    for phase in phases_in_order():
         event, at = _next_event(phase, now)
         lines.append(
             PhaseLine(
@@ -159,15 +163,18 @@ class AgentBudgetLine:
 
 
 def agent_budgets(
-    *, gpus_in_use: Mapping[tuple[str, str], int] | None = None
+    *,
+    gpus_in_use: Mapping[tuple[str, str], int] | None = None,
+    agents: Collection[str] | None = None,
 ) -> list[AgentBudgetLine]:
     """`gpus_in_use`: the scheduler's GPUs of running jobs per (account, QOS); without it, the
-    platform's job rows as of the last sync."""
+    platform's job rows as of the last sync. `agents`: only these (all when None)."""
     if gpus_in_use is None:
-        gpus_in_use = _running_gpus_from_jobs()
-    accounts = {a.name: a for a in ClusterAccount.objects.all()}
+        gpus_in_use = running_gpus_by_account_qos()
+    chosen = agents_in_order(names=agents)
+    accounts = accounts_by_name([agent.cluster_account for agent in chosen])
     lines = []
-    for agent in Agent.objects.order_by("name"):
+    for agent in chosen:
         account = accounts.get(agent.cluster_account)
         credit = Usage(
             used=float(agent.credit_spent + agent.credit_reserved), limit=float(agent.credit_limit)
@@ -193,12 +200,7 @@ def agent_budgets(
                 )  # fmt: skip
             )
             continue
-        states = dict(
-            Job.objects.filter(account=account)
-            .values_list("state")
-            .annotate(n=Count("id"))
-            .values_list("state", "n")
-        )
+        states = job_counts_by_state(account=account.name)
         lines.append(
             AgentBudgetLine(
                 agent=agent.name,
@@ -228,15 +230,6 @@ def agent_budgets(
     return lines
 
 
-def _running_gpus_from_jobs() -> dict[tuple[str, str], int]:
-    running = (
-        Job.objects.filter(state=Job.State.RUNNING)
-        .values_list("account__name", "qos")
-        .annotate(gpus=Sum("gpus"))
-    )
-    return {(account, qos): gpus for account, qos, gpus in running}
-
-
 # -- jobs ------------------------------------------------------------------------------------
 
 
@@ -257,11 +250,8 @@ class RecentJob:
 
 
 def jobs_recent(*, agent: str | None = None, limit: int = RECENT_JOBS) -> list[RecentJob]:
-    owners = dict(Agent.objects.values_list("cluster_account", "name"))
-    jobs = Job.objects.select_related("account").order_by("-submitted_at")
-    if agent:
-        account = Agent.objects.filter(name=agent).values_list("cluster_account", flat=True)
-        jobs = jobs.filter(account__name__in=account)
+    owners = agent_names_by_account()
+    accounts = None if not agent else [a for a, name in owners.items() if name == agent]
     return [
         RecentJob(
             agent=owners.get(job.account.name, job.account.name),
@@ -277,7 +267,7 @@ def jobs_recent(*, agent: str | None = None, limit: int = RECENT_JOBS) -> list[R
             started_at=job.started_at,
             ended_at=job.ended_at,
         )
-        for job in jobs[:limit]
+        for job in jobs_latest(accounts=accounts, limit=limit)
     ]
 
 
@@ -313,31 +303,25 @@ def _field_texts(fields: object) -> dict[str, str]:
     }
 
 
-def _copy_of(nomination: Nomination) -> NomineeCopy | None:
-    try:
-        return nomination.nominee_copy
-    except NomineeCopy.DoesNotExist:
-        return None
-
-
-def nominations_all() -> list[NominationLine]:
-    nominations = Nomination.objects.select_related(
-        "agent", "phase", "checkpoint__job", "nominee_copy"
-    ).order_by("phase__starts_at", "agent__name")
-    return [
-        NominationLine(
-            agent=n.agent.name,
-            phase=n.phase.label,
-            checkpoint=n.checkpoint.path,
-            job=n.checkpoint.job.scheduler_id,
-            card_fields=_field_texts(n.card_fields),
-            card_html=render_markdown(card_body(n.model_card)),
-            updated_at=n.updated_at,
-            served_copy=_copy_of(n).folder if _copy_of(n) else "",
-            not_servable=_copy_of(n).not_servable_reason if _copy_of(n) else "",
+def nominations_all(*, agent: str | None = None) -> list[NominationLine]:
+    """Every nomination (or one agent's), by phase; the card is rendered only when shown."""
+    lines = []
+    for n in nominations_with_copies(agent=agent):
+        copy = nomination_served_copy(n)
+        lines.append(
+            NominationLine(
+                agent=n.agent.name,
+                phase=n.phase.label,
+                checkpoint=n.checkpoint.path,
+                job=n.checkpoint.job.scheduler_id,
+                card_fields=_field_texts(n.card_fields),
+                card_html=render_markdown(card_body(n.model_card)),
+                updated_at=n.updated_at,
+                served_copy=copy.folder if copy else "",
+                not_servable=copy.not_servable_reason if copy else "",
+            )
         )
-        for n in nominations
-    ]
+    return lines
 
 
 # -- leaderboards per phase ------------------------------------------------------------------
@@ -354,7 +338,7 @@ class PhaseLeaderboard:
 
 def leaderboards_by_phase() -> list[PhaseLeaderboard]:
     boards = []
-    for label in Phase.objects.order_by("starts_at", "number").values_list("label", flat=True):
+    for label in [phase.label for phase in phases_in_order()]:
         snapshot = snapshot_latest(phase=label)
         boards.append(
             PhaseLeaderboard(
@@ -383,10 +367,11 @@ class OrganizerSection:
     svg: str = ""
 
 
-# The evaluation suite and the audit render their results here when they exist. Each entry is
-# "module:function"; the function takes no arguments and returns a list of OrganizerSection.
-# They are imported when the dashboard is shown, so the dependency points from the organizer's
-# view to those apps, never back; an entry whose module does not exist yet is skipped.
+# Sections other modules render from their apps' results. Each entry is "module:function"; the
+# function takes no arguments and returns a list of OrganizerSection. They are imported when a
+# page is shown, so the dependency points from the organizer's pages to those apps, never
+# back; an entry whose module does not exist yet is skipped. `organizer_pages.PAGE_SECTIONS`
+# says which page shows which; the evaluation page shows every entry no other page claims.
 SECTION_PROVIDERS: list[str] = [
     "frontend.organizer_sections:evaluation_sections",
     "frontend.organizer_sections:audit_sections",
@@ -421,45 +406,3 @@ def provided_sections(providers: list[str] | None = None) -> list[OrganizerSecti
                 )
             )
     return sections
-
-
-# -- the whole page --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Dashboard:
-    now: dt.datetime
-    timeline: list[PhaseLine]
-    next_up: PhaseLine | None
-    budgets: list[AgentBudgetLine]
-    cluster: ClusterNow
-    jobs: list[RecentJob]
-    jobs_agent: str  # the agent the job list is filtered to, "" for all
-    nominations: list[NominationLine]
-    leaderboards: list[PhaseLeaderboard]
-    sections: list[OrganizerSection] = field(default_factory=list)
-    agents: list[str] = field(default_factory=list)
-    # What the phase engine could not do: for one agent (retried each tick), or in a round.
-    agent_failures: list[AgentStepFailure] = field(default_factory=list)
-    worker_failures: list[WorkerFailure] = field(default_factory=list)
-
-
-def organizer_dashboard(*, now: dt.datetime | None = None, jobs_agent: str = "") -> Dashboard:
-    now = now or timezone.now()
-    timeline = phase_timeline(now=now)
-    cluster = cluster_now()
-    return Dashboard(
-        now=now,
-        timeline=timeline,
-        next_up=next_event(timeline, now=now),
-        budgets=agent_budgets(gpus_in_use=None if cluster.error else cluster.gpus_in_use),
-        cluster=cluster,
-        jobs=jobs_recent(agent=jobs_agent or None),
-        jobs_agent=jobs_agent,
-        nominations=nominations_all(),
-        leaderboards=leaderboards_by_phase(),
-        sections=provided_sections(),
-        agents=list(Agent.objects.order_by("name").values_list("name", flat=True)),
-        agent_failures=agent_step_failures_open(),
-        worker_failures=worker_failures_recent(since=now - dt.timedelta(days=1)),
-    )

@@ -1,6 +1,6 @@
-"""The organizer dashboard's sections on each agent's own evaluations (the hooks in
-`organizer.py`): its Pareto set over every evaluated checkpoint, the checkpoint it stands by,
-and its post-peak warning, held-out benchmarks included; and the agents' latest on-demand
+"""The organizer's sections on each agent's own evaluations (the hooks in `organizer.py`):
+its Pareto set over every evaluated checkpoint, the checkpoint it stands by, and its post-peak
+warning, held-out benchmarks included; and the agents' latest on-demand
 runs with their state (a run its agent cancelled shows as cancelled) and what their jobs
 were charged."""
 
@@ -8,19 +8,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents.models import Agent
 from evalsuite.agent_progress import agent_progress
-from evalsuite.models import EvalRun
+from evalsuite.selectors import agents_with_evaluated_checkpoints, on_demand_runs_latest
 from frontend.organizer import OrganizerSection
 
 RUNS_SHOWN = 50
 
 
-def agent_progress_sections() -> list[OrganizerSection]:
-    agents = Agent.objects.filter(
-        pk__in=EvalRun.objects.filter(checkpoint__isnull=False).values_list("agent_id", flat=True)
-    ).order_by("name")
-    rows = [_row(agent.name, agent_progress(agent, include_held_out=True)) for agent in agents]
+def agent_progress_sections(*, agent: str | None = None) -> list[OrganizerSection]:
+    """Every agent's progress, or only `agent`'s."""
+    agents = agents_with_evaluated_checkpoints(names=None if agent is None else [agent])
+    rows = [_row(each.name, agent_progress(each, include_held_out=True)) for each in agents]
     if not rows:
         return []
     return [
@@ -69,12 +67,9 @@ def _plus_minus(score: dict[str, Any]) -> str:
     return f"{score['score']:.2f}{stderr}"
 
 
-def on_demand_run_sections() -> list[OrganizerSection]:
-    runs = (
-        EvalRun.objects.filter(requested_by_agent=True)
-        .select_related("agent", "job")
-        .order_by("-created_at", "-pk")[:RUNS_SHOWN]
-    )
+def on_demand_run_sections(*, agent: str | None = None) -> list[OrganizerSection]:
+    """The latest runs of every agent, or only `agent`'s."""
+    runs = on_demand_runs_latest(limit=RUNS_SHOWN, agent=agent)
     rows = [
         [
             str(run.pk),

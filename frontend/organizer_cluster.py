@@ -1,4 +1,4 @@
-"""The cluster as it is now, for the organizer dashboard: GPUs in use per node, the queue, and
+"""The cluster as it is now, for the organizer's cluster page: GPUs in use per node, the queue, and
 each account's GPUs in use per QOS. Read live from the scheduler (`nodes()`, `queue()`); if it
 does not answer, the page says so instead of failing."""
 
@@ -10,7 +10,7 @@ import subprocess
 from collections import Counter
 from dataclasses import dataclass, field
 
-from agents.models import Agent
+from agents.selectors import agent_names_by_account
 from cluster.backends import cluster_backend
 from cluster.backends.base import ClusterBackend, QueuedJob
 from cluster.slurm.cli import SlurmError
@@ -65,7 +65,7 @@ def cluster_now(*, backend: ClusterBackend | None = None) -> ClusterNow:
     except (SlurmError, OSError, subprocess.TimeoutExpired) as failed:
         log.warning("the cluster's state could not be read: %s", failed)
         return ClusterNow(backend=backend.name, error=str(failed))
-    owners = dict(Agent.objects.values_list("cluster_account", "name"))
+    owners = agent_names_by_account()
     in_use: Counter[tuple[str, str]] = Counter()
     for job in queue:
         if job.state == "RUNNING":

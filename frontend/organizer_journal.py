@@ -1,4 +1,4 @@
-"""The organizer dashboard's sections on how agents work (the hooks in `organizer.py`): each
+"""The organizer's sections on how agents work (the hooks in `organizer.py`): each
 agent's latest experiment-journal entries, and its strategy lock-in per phase (how many
 distinct approaches it tried and when it stopped trying new ones; agents/strategy.py).
 
@@ -21,16 +21,20 @@ def shortened(text: str, limit: int = TEXT_SHOWN) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def journal_sections() -> list[OrganizerSection]:
+def journal_sections(*, agent: str | None = None) -> list[OrganizerSection]:
+    """Every agent's latest entries, or only `agent`'s."""
+    latest = journal_latest_by_agent(per_agent=ENTRIES_PER_AGENT)
+    if agent is not None:
+        latest = {agent: latest[agent]} if agent in latest else {}
     rows = [
         [
-            agent,
+            name,
             f"{timezone.localtime(entry.created_at):%Y-%m-%d %H:%M}",
             entry.kind,
             entry.phase.label if entry.phase else "-",
             shortened(entry.text),
         ]
-        for agent, entries in journal_latest_by_agent(per_agent=ENTRIES_PER_AGENT).items()
+        for name, entries in latest.items()
         for entry in reversed(entries)  # newest first within each agent
     ]
     if not rows:
@@ -47,12 +51,13 @@ def journal_sections() -> list[OrganizerSection]:
     ]
 
 
-def lock_in_sections() -> list[OrganizerSection]:
+def lock_in_sections(*, agent: str | None = None) -> list[OrganizerSection]:
+    """Every agent's lock-in per phase, or only `agent`'s."""
     now = timezone.now()
     rows = []
     for line in lock_ins_begun(now=now):
         measure = line.measure
-        if not measure.attempts:
+        if not measure.attempts or (agent is not None and line.agent != agent):
             continue
         rows.append(
             [

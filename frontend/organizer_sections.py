@@ -1,4 +1,4 @@
-"""The evaluation and audit sections of the organizer dashboard (the hook in `organizer.py`).
+"""The evaluation and audit sections of the organizer's pages (the hook in `organizer.py`).
 
 They live on the organizer's side, so the dependency points from the face to `evalsuite` and
 `safety`, never back. Cells are plain text; the template escapes them.
@@ -12,14 +12,13 @@ from arena.battles.selectors import leak_rates
 from arena.competition.models import Competition, Phase
 from evalsuite.analyses import correlations_report, phase_inputs
 from evalsuite.metrics import MEASURABLE_Z
-from evalsuite.models import EvalRun
 from evalsuite.report_text import (
     CORRELATION_COLUMNS,
     correlation_note,
     correlation_rows,
     replaced_words,
 )
-from evalsuite.selectors import phase_report
+from evalsuite.selectors import competitions_of, phase_report, phases_evaluated
 from frontend.organizer import OrganizerSection
 from frontend.plots import scatter_svg
 from safety.selectors import findings_for_dashboard
@@ -29,12 +28,10 @@ CORRELATION_ROUNDS = 500  # bootstrap rounds on a page view: enough for a dashbo
 
 def evaluation_sections() -> list[OrganizerSection]:
     sections = []
-    phases = Phase.objects.filter(
-        pk__in=EvalRun.objects.filter(requested_by_agent=False).values_list("phase_id", flat=True)
-    ).order_by("competition", "number")
+    phases = phases_evaluated()
     for phase in phases:
         sections.extend(_phase_sections(phase))
-    for competition in Competition.objects.filter(phases__in=phases).distinct():
+    for competition in competitions_of(phases):
         sections.append(_correlations_section(competition))
     return sections
 

@@ -8,7 +8,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
-from arena.battles.models import VoterExclusion
+from arena.battles.selectors import voter_exclusions_latest
 from arena.battles.services import ExclusionRefused, voter_exclusion_lift
 from arena.leaderboard.screening import voter_screening
 from arena.leaderboard.services import voter_exclude_on_screening
@@ -16,6 +16,7 @@ from frontend.organizer import OrganizerSection
 from frontend.organizer_views import staff_only
 
 SHOWN_KEY = 12
+EXCLUSIONS_SHOWN = 200
 
 
 def voter_sections() -> list[OrganizerSection]:
@@ -75,7 +76,8 @@ def voters_page(request: HttpRequest) -> HttpResponse:
         "organizer/voters.html",
         {
             "flagged": voter_screening(),
-            "exclusions": VoterExclusion.objects.order_by("-id")[:200],
+            "exclusions": voter_exclusions_latest(limit=EXCLUSIONS_SHOWN),
             "shown_key": SHOWN_KEY,
+            "nav": "voters",
         },
     )

@@ -28,9 +28,13 @@ urlpatterns = [
         "leaderboard/winrates.svg", leaderboard_views.winrate_heatmap, name="leaderboard-winrates"
     ),
     path("api/leaderboard", leaderboard_views.leaderboard_json, name="leaderboard-json"),
-    path("organizer/", organizer_views.dashboard, name="organizer"),
+    path("organizer/", organizer_views.phases, name="organizer"),
+    path("organizer/agents/", organizer_views.agents, name="organizer-agents"),
+    path("organizer/agents/<slug:name>/", organizer_views.agent, name="organizer-agent"),
+    path("organizer/cluster/", organizer_views.cluster, name="organizer-cluster"),
+    path("organizer/evaluation/", organizer_views.evaluation, name="organizer-evaluation"),
+    path("organizer/audit/", organizer_views.audit, name="organizer-audit"),
     path("organizer/voters/", organizer_voters.voters_page, name="organizer-voters"),
-    path("organizer/agents/", live_views.agents_index, name="organizer-agents"),
     path("organizer/agents/<slug:name>/live", live_views.agent_live, name="organizer-agent-live"),
     path(
         "organizer/agents/<slug:name>/live/events",

@@ -206,3 +206,8 @@ def exclusions_summary(*, phase: str | None = None) -> dict[str, object]:
         "votes_excluded": counted.count() - votes_in_fit(phase=phase).count(),
         "in_force": in_force,
     }
+
+
+def voter_exclusions_latest(*, limit: int) -> list[VoterExclusion]:
+    """The newest exclusions first, lifted ones included (the organizer's voters page)."""
+    return list(VoterExclusion.objects.order_by("-id")[:limit])

@@ -99,3 +99,8 @@ def arena_settings_current() -> ArenaSettings:
         for key, setting in ARENA_SETTING_DEFAULTS.items()
     }
     return ArenaSettings(**values)
+
+
+def phases_in_order() -> list[Phase]:
+    """Every phase of every competition, in calendar order, with its competition."""
+    return list(Phase.objects.select_related("competition").order_by("starts_at", "number"))

@@ -125,7 +125,7 @@ def test_the_dashboard_budget_table_shows_the_scaffold_credit(ann):
     client = Client()
     client.force_login(User.objects.create_user("org", password="x", is_staff=True))
 
-    page = client.get("/organizer/").content.decode()
+    page = client.get("/organizer/agents/").content.decode()
 
     assert "<th>Scaffold credit</th>" in page
     assert "$5.00 / $20.00 (25%)" in page

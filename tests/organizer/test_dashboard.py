@@ -92,14 +92,19 @@ def test_staff_see_every_section_with_real_rows(staff, competition):
     assert "phase-1 freezes in 2 h 10 min" in page
     assert "phase-2 starts in 1 d" in page
     # Budgets: used / limit with a bar.
+    page = staff.get("/organizer/agents/").content.decode()
     assert "24.0 / 100 GPU-h (24%)" in page
     assert "$45.00 / $300.00 (15%)" in page
-    assert page.count("<meter") == 2 * 6 + 1  # six per agent, one per node
+    assert page.count("<meter") == 2 * 6  # six per agent
     # Jobs, with state and GPU-hours.
+    page = staff.get("/organizer/cluster/").content.decode()
+    assert page.count('<tr id="node-') == 1 and "<meter" in page  # one per node
     assert "ann-sft" in page and "ben-dpo" in page and ">running<" in page
     # Nominations with their cards.
+    page = staff.get("/organizer/agents/ann/").content.decode()
     assert "full SFT" in page and "ckpt-1" in page and "<strong>bold</strong>" in page
     # The leaderboard of phase 1, both fits; phase 2 has none yet.
+    page = staff.get("/organizer/").content.decode()
     assert "Style-controlled" in page and "Raw" in page
     assert page.count("tiny-instruct") == 2 + 1  # both fits, and its row of identity leaks
     assert "Identity leaks" in page and "Leak rate" in page
@@ -129,7 +134,7 @@ def test_the_cluster_section_shows_each_node_the_queue_and_gpus_per_qos(
     submit("ann-spare", 3, preemptible=True)
     waiting = submit("ann-ninth", 1)
 
-    page = staff.get("/organizer/").content.decode()
+    page = staff.get("/organizer/cluster/").content.decode()
 
     assert 'id="node-localhost"' in page and "11 GPUs (no fixed capacity)" in page
     assert "ann-normal" in page and "ann-spare" in page
@@ -145,12 +150,12 @@ def test_the_cluster_section_shows_each_node_the_queue_and_gpus_per_qos(
 def test_people_who_are_not_staff_do_not_see_the_queue(competition, local_cluster, tmp_path):
     client = Client()
     client.force_login(User.objects.create_user("curious", password="x"))
-    reply = client.get("/organizer/")
+    reply = client.get("/organizer/cluster/")
     assert reply.status_code == 403 and b"Cluster" not in reply.content
 
 
 def test_the_model_card_is_sanitised(staff, competition):
-    page = staff.get("/organizer/").content.decode()
+    page = staff.get("/organizer/agents/ann/").content.decode()
     assert "<script" not in page and "<img" not in page and 'href="javascript' not in page
     assert "&lt;script&gt;alert" in page  # shown as text, not run
 
@@ -162,7 +167,7 @@ def test_the_page_keeps_to_the_content_security_policy(staff, competition):
 
 
 def test_jobs_can_be_narrowed_to_one_agent(staff, competition):
-    page = staff.get("/organizer/?agent=ben").content.decode()
+    page = staff.get("/organizer/cluster/?agent=ben").content.decode()
     assert "ben-dpo" in page and "ann-sft" not in page
 
 
@@ -188,7 +193,7 @@ def test_provided_sections_are_shown_escaped(staff, competition, monkeypatch):
     monkeypatch.setattr(
         organizer, "SECTION_PROVIDERS", ["tests.organizer.sample_sections:organizer_sections"]
     )
-    page = staff.get("/organizer/").content.decode()
+    page = staff.get("/organizer/evaluation/").content.decode()
     assert "Held-out benchmarks" in page and "median over 16 benchmarks" in page
     assert "&lt;b&gt;bold&lt;/b&gt;" in page
 

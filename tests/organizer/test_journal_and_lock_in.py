@@ -93,7 +93,7 @@ def test_the_dashboard_shows_journals_escaped_and_the_lock_in(ann, settings, tmp
     staff = Client()
     staff.force_login(User.objects.create_user("org", password="x", is_staff=True))
 
-    page = staff.get("/organizer/").content.decode()
+    page = staff.get("/organizer/agents/").content.decode()
 
     assert "Agents&#x27; experiment journals: latest entries" in page
     assert "&lt;script&gt;alert(&#x27;journal&#x27;)&lt;/script&gt; DPO next" in page

@@ -156,7 +156,7 @@ def test_the_index_lists_every_agent_with_its_live_page_and_the_dashboard_links_
     )
     assert 'href="/live/agents/ann"' in html and "30 min late" in html
     assert 'href="/live/agents/bob"' not in html
-    dashboard = staff.get("/organizer/").content.decode()
+    dashboard = staff.get("/organizer/agents/").content.decode()
     assert 'href="/organizer/agents/"' in dashboard
     assert 'href="/organizer/agents/ann/live"' in dashboard  # each budget row names its page
 

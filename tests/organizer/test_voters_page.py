@@ -44,7 +44,7 @@ def test_the_page_lists_the_bot_with_its_evidence_and_the_dashboard_links_it(sta
     assert "voted for weak in 24 of 24 decisive battles" in page
     assert factories.voter_key("ann")[:12] not in page
 
-    dashboard = staff.get("/organizer/").content.decode()
+    dashboard = staff.get("/organizer/audit/").content.decode()
     assert "Flagged voters" in dashboard and bot_and_crowd[:12] in dashboard
     assert 'href="/organizer/voters/"' in dashboard
 
