@@ -161,6 +161,18 @@ def test_the_index_lists_every_agent_with_its_live_page_and_the_dashboard_links_
     assert 'href="/organizer/agents/ann/live"' in dashboard  # each budget row names its page
 
 
+def test_the_staff_page_carries_the_organizer_navigation_and_the_public_one_does_not(staff, ann):
+    public(ann, 0)
+
+    staff_page = staff.get("/organizer/agents/ann/live").content.decode()
+    public_page = Client().get("/live/agents/ann").content.decode()
+
+    assert 'class="organizer-nav"' in staff_page
+    assert 'href="/organizer/agents/ann/" aria-current="page"' in staff_page
+    assert 'href="/organizer/cluster/?agent=ann#jobs"' in staff_page
+    assert "organizer-nav" not in public_page and 'href="/organizer/agents' not in public_page
+
+
 def test_an_unknown_agent_is_404(staff):
     assert staff.get("/organizer/agents/nobody/live").status_code == 404
 
