@@ -23,18 +23,32 @@ from pathlib import Path
 from urllib.parse import quote
 
 from django.conf import settings
-from django.db.models import Count, F, Q, Sum
 from django.utils import timezone
 
 from agents.journal import journal_of_day
-from agents.models import Agent, Checkpoint, DataRecord, Nomination, ProxyCall
+from agents.models import Agent
+from agents.selectors import (
+    agents_in_order,
+    api_spent_before,
+    api_usage_between,
+    checkpoints_between,
+    data_records_between,
+    nominations_touched_between,
+)
 from agents.strategy_selectors import PhaseLockIn, phase_lock_in
 from agents.trajectory_selectors import TrajectoryOfDay, trajectory_of_day
 from arena.battles.answer_markdown import markdown_html
-from arena.competition.models import Competition, Phase
-from cluster.models import ClusterAccount, Job, JobSegment
+from arena.competition.selectors import phase_overlapping
+from cluster.models import ClusterAccount
+from cluster.selectors import (
+    accounts_by_name,
+    gpu_seconds_used_by,
+    job_segments_overlapping,
+    jobs_touching,
+)
 from evalsuite.analyses import correlations_report
 from evalsuite.report_text import CORRELATION_COLUMNS, correlation_note, correlation_rows
+from evalsuite.selectors import competitions_with_eval_results
 
 
 @dataclass(frozen=True)
@@ -134,26 +148,11 @@ def day_bounds(day: dt.date) -> tuple[dt.datetime, dt.datetime]:
 
 def agent_day(agent: Agent, day: dt.date) -> AgentDay:
     start, end = day_bounds(day)
-    account = ClusterAccount.objects.filter(name=agent.cluster_account).first()
-    jobs: list[JobOfDay] = []
-    used_seconds = 0
-    if account is not None:
-        jobs = _jobs_of_day(account, start, end)
-        used_seconds = (
-            JobSegment.objects.filter(
-                job__account=account, job__period=account.period, ended_at__lt=end
-            ).aggregate(total=Sum(F("gpus") * F("elapsed_seconds")))["total"]
-            or 0
-        )
+    account = accounts_by_name([agent.cluster_account]).get(agent.cluster_account)
+    jobs = _jobs_of_day(account, start, end) if account else []
+    used_seconds = gpu_seconds_used_by(account, end=end) if account else 0
     # The agent's API credit only: its scaffold's calls are billed apart (the trajectory part).
-    calls = ProxyCall.objects.filter(agent=agent, budget=ProxyCall.Budget.API)
-    today = calls.filter(created_at__gte=start, created_at__lt=end).aggregate(
-        n=Count("id"),
-        prompt=Sum("prompt_tokens"),
-        completion=Sum("completion_tokens"),
-        cost=Sum("cost_usd"),
-    )
-    spent_total = calls.filter(created_at__lt=end).aggregate(cost=Sum("cost_usd"))["cost"]
+    today = api_usage_between(agent, start=start, end=end)
     return AgentDay(
         agent=agent.name,
         active=agent.active,
@@ -163,10 +162,10 @@ def agent_day(agent: Agent, day: dt.date) -> AgentDay:
         gpu_hours_day=sum(j.gpu_hours_day for j in jobs),
         gpu_hours_used=used_seconds / 3600,
         gpu_hours_limit=float(account.gpu_hours_limit) if account else 0.0,
-        api_calls=today["n"] or 0,
-        api_tokens=(today["prompt"] or 0) + (today["completion"] or 0),
-        api_spend_day=today["cost"] or Decimal(0),
-        api_spent_total=spent_total or Decimal(0),
+        api_calls=today.calls,
+        api_tokens=today.tokens,
+        api_spend_day=today.cost_usd,
+        api_spent_total=api_spent_before(agent, end=end),
         api_credit_limit=agent.credit_limit,
         data=[
             DataLine(
@@ -179,9 +178,7 @@ def agent_day(agent: Agent, day: dt.date) -> AgentDay:
                 licence=r.licence,
                 reason=r.reason,
             )
-            for r in DataRecord.objects.filter(
-                agent=agent, created_at__gte=start, created_at__lt=end
-            )
+            for r in data_records_between(agent, start=start, end=end)
         ],
         checkpoints=[
             CheckpointLine(
@@ -190,9 +187,7 @@ def agent_day(agent: Agent, day: dt.date) -> AgentDay:
                 parent=c.parent.path if c.parent else "",
                 parameters=c.parameters,
             )
-            for c in Checkpoint.objects.filter(
-                agent=agent, created_at__gte=start, created_at__lt=end
-            ).select_related("job", "parent")
+            for c in checkpoints_between(agent, start=start, end=end)
         ],
         nominations=[
             NominationLine(
@@ -202,12 +197,7 @@ def agent_day(agent: Agent, day: dt.date) -> AgentDay:
                 claimed_gpu_hours=str((n.card_fields or {}).get("gpu_hours", "")),
                 updated_at=n.updated_at,
             )
-            for n in Nomination.objects.filter(agent=agent)
-            .filter(
-                Q(created_at__gte=start, created_at__lt=end)
-                | Q(updated_at__gte=start, updated_at__lt=end)
-            )
-            .select_related("phase", "checkpoint")
+            for n in nominations_touched_between(agent, start=start, end=end)
         ],
         journal=[
             JournalLine(written_at=timezone.localtime(e.created_at), kind=e.kind, text=e.text)
@@ -219,9 +209,7 @@ def agent_day(agent: Agent, day: dt.date) -> AgentDay:
 
 
 def _lock_in_of_day(agent: Agent, start: dt.datetime, end: dt.datetime) -> PhaseLockIn | None:
-    phase = (
-        Phase.objects.filter(starts_at__lt=end, ends_at__gt=start).order_by("-starts_at").first()
-    )
+    phase = phase_overlapping(start, end)
     return (
         None
         if phase is None or not agent.cluster_account
@@ -231,21 +219,8 @@ def _lock_in_of_day(agent: Agent, start: dt.datetime, end: dt.datetime) -> Phase
 
 def _jobs_of_day(account: ClusterAccount, start: dt.datetime, end: dt.datetime) -> list[JobOfDay]:
     """Jobs submitted that day, or whose runs overlap it, or that were running through it."""
-    segments = JobSegment.objects.filter(
-        job__account=account, started_at__lt=end, ended_at__gt=start
-    )
-    jobs = (
-        Job.objects.filter(account=account)
-        .filter(
-            Q(submitted_at__gte=start, submitted_at__lt=end)
-            | Q(pk__in=segments.values("job_id"))
-            | Q(started_at__lt=end, ended_at__isnull=True, state=Job.State.RUNNING)
-            | Q(started_at__lt=end, ended_at__gt=start)
-        )
-        .order_by("submitted_at")
-    )
     seconds_by_job: dict[int, float] = {}
-    for segment in segments:
+    for segment in job_segments_overlapping(account, start=start, end=end):
         overlap = min(segment.ended_at, end) - max(segment.started_at, start)
         share = overlap.total_seconds() / max(
             1.0, (segment.ended_at - segment.started_at).total_seconds()
@@ -266,12 +241,12 @@ def _jobs_of_day(account: ClusterAccount, start: dt.datetime, end: dt.datetime) 
             gpu_hours_day=seconds_by_job.get(job.pk, 0.0) / 3600,
             gpu_hours_charged=job.gpu_seconds_charged / 3600,
         )
-        for job in jobs
+        for job in jobs_touching(account, start=start, end=end)
     ]
 
 
 def daily_reports(*, day: dt.date) -> list[AgentDay]:
-    return [agent_day(agent, day) for agent in Agent.objects.order_by("name")]
+    return [agent_day(agent, day) for agent in agents_in_order()]
 
 
 @dataclass(frozen=True)
@@ -286,8 +261,7 @@ class Analyses:
 def competition_analyses() -> list[Analyses]:
     """The analyses of every competition with evaluation results, newest competition first."""
     out = []
-    competitions = Competition.objects.filter(phases__eval_runs__isnull=False).distinct()
-    for competition in competitions.order_by("-created_at"):
+    for competition in competitions_with_eval_results():
         report = correlations_report(competition)
         out.append(Analyses(competition.name, correlation_rows(report), correlation_note(report)))
     return out
@@ -540,7 +514,7 @@ def reports_write(
     out.mkdir(parents=True, exist_ok=True)
     reports = []
     written: list[Path] = []
-    agents = list(Agent.objects.order_by("name"))
+    agents = agents_in_order()
     for number, agent in enumerate(agents, start=1):
         report = agent_day(agent, day)
         reports.append(report)
