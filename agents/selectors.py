@@ -1,10 +1,24 @@
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Collection
+from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
+from django.db.models import Count, Q, Sum
+
 from agents.credit import credit_left
-from agents.models import Agent, AgentToken, Nomination, NomineeCopy, ProxyCall, Upstream
+from agents.models import (
+    Agent,
+    AgentToken,
+    Checkpoint,
+    DataRecord,
+    Nomination,
+    NomineeCopy,
+    ProxyCall,
+    Upstream,
+)
 from agents.services import token_digest
 from cluster.models import ClusterAccount, Job
 from cluster.selectors import gpu_seconds_charged
@@ -142,3 +156,64 @@ def nomination_served_copy(nomination: Nomination) -> NomineeCopy | None:
         return nomination.nominee_copy
     except NomineeCopy.DoesNotExist:
         return None
+
+
+# -- for the organizers' daily reports (arena.phases.reports) ---------------------------------
+
+
+@dataclass(frozen=True)
+class ApiUsage:
+    calls: int
+    tokens: int  # prompt and completion
+    cost_usd: Decimal
+
+
+def api_usage_between(agent: Agent, *, start: dt.datetime, end: dt.datetime) -> ApiUsage:
+    """The agent's own API-credit calls in [start, end); its scaffold's are billed apart."""
+    totals = ProxyCall.objects.filter(
+        agent=agent, budget=ProxyCall.Budget.API, created_at__gte=start, created_at__lt=end
+    ).aggregate(
+        n=Count("id"),
+        prompt=Sum("prompt_tokens"),
+        completion=Sum("completion_tokens"),
+        cost=Sum("cost_usd"),
+    )
+    return ApiUsage(
+        calls=totals["n"] or 0,
+        tokens=(totals["prompt"] or 0) + (totals["completion"] or 0),
+        cost_usd=totals["cost"] or Decimal(0),
+    )
+
+
+def api_spent_before(agent: Agent, *, end: dt.datetime) -> Decimal:
+    """The agent's own API credit spent before `end`."""
+    spent = ProxyCall.objects.filter(
+        agent=agent, budget=ProxyCall.Budget.API, created_at__lt=end
+    ).aggregate(cost=Sum("cost_usd"))["cost"]
+    return spent or Decimal(0)
+
+
+def data_records_between(agent: Agent, *, start: dt.datetime, end: dt.datetime) -> list[DataRecord]:
+    return list(DataRecord.objects.filter(agent=agent, created_at__gte=start, created_at__lt=end))
+
+
+def checkpoints_between(agent: Agent, *, start: dt.datetime, end: dt.datetime) -> list[Checkpoint]:
+    return list(
+        Checkpoint.objects.filter(
+            agent=agent, created_at__gte=start, created_at__lt=end
+        ).select_related("job", "parent")
+    )
+
+
+def nominations_touched_between(
+    agent: Agent, *, start: dt.datetime, end: dt.datetime
+) -> list[Nomination]:
+    """The agent's nominations made or changed in [start, end)."""
+    return list(
+        Nomination.objects.filter(agent=agent)
+        .filter(
+            Q(created_at__gte=start, created_at__lt=end)
+            | Q(updated_at__gte=start, updated_at__lt=end)
+        )
+        .select_related("phase", "checkpoint")
+    )

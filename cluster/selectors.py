@@ -1,16 +1,17 @@
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from django.db.models import Count, Sum
+from django.db.models import Count, F, Q, Sum
 
 from cluster.backends import cluster_backend
 from cluster.backends.base import ClusterBackend
-from cluster.models import ClusterAccount, GpuLedger, Job
+from cluster.models import ClusterAccount, GpuLedger, Job, JobSegment
 from cluster.sandbox_files import SandboxPath, UnsafePath, locate, read_tail
 
 
@@ -121,3 +122,41 @@ def jobs_latest(*, accounts: Collection[str] | None = None, limit: int = 50) -> 
     if accounts is not None:
         jobs = jobs.filter(account__name__in=list(accounts))
     return list(jobs[:limit])
+
+
+# -- for the organizers' daily reports (arena.phases.reports) ---------------------------------
+
+
+def gpu_seconds_used_by(account: ClusterAccount, *, end: dt.datetime) -> int:
+    """GPU-seconds of the account's runs in its current budget period that ended before `end`."""
+    total = JobSegment.objects.filter(
+        job__account=account, job__period=account.period, ended_at__lt=end
+    ).aggregate(total=Sum(F("gpus") * F("elapsed_seconds")))["total"]
+    return int(total or 0)
+
+
+def job_segments_overlapping(
+    account: ClusterAccount, *, start: dt.datetime, end: dt.datetime
+) -> list[JobSegment]:
+    """The account's runs (segments of jobs) that overlap [start, end)."""
+    return list(
+        JobSegment.objects.filter(job__account=account, started_at__lt=end, ended_at__gt=start)
+    )
+
+
+def jobs_touching(account: ClusterAccount, *, start: dt.datetime, end: dt.datetime) -> list[Job]:
+    """The account's jobs submitted in [start, end), or with a run overlapping it, or running
+    through it, oldest submission first."""
+    segments = JobSegment.objects.filter(
+        job__account=account, started_at__lt=end, ended_at__gt=start
+    )
+    return list(
+        Job.objects.filter(account=account)
+        .filter(
+            Q(submitted_at__gte=start, submitted_at__lt=end)
+            | Q(pk__in=segments.values("job_id"))
+            | Q(started_at__lt=end, ended_at__isnull=True, state=Job.State.RUNNING)
+            | Q(started_at__lt=end, ended_at__gt=start)
+        )
+        .order_by("submitted_at")
+    )

@@ -380,3 +380,13 @@ def phases_evaluated() -> list[Phase]:
 
 def competitions_of(phases: list[Phase]) -> list[Competition]:
     return list(Competition.objects.filter(phases__in=phases).distinct().order_by("pk"))
+
+
+def competitions_with_eval_results() -> list[Competition]:
+    """Competitions with at least one evaluation run in any phase, newest first (for the daily
+    reports' analyses)."""
+    return list(
+        Competition.objects.filter(pk__in=EvalRun.objects.values("phase__competition_id")).order_by(
+            "-created_at"
+        )
+    )

@@ -29,15 +29,10 @@ the crowd is a local tool and never load-tests someone else's server.
 
 from __future__ import annotations
 
-import base64
-import contextlib
-import hashlib
 import ipaddress
 import json
-import os
 import random
 import re
-import socket
 import threading
 import time
 from collections import Counter
@@ -47,10 +42,15 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx2
+from websockets.exceptions import ConnectionClosed, WebSocketException
+from websockets.sync.client import connect as websocket_connect
+from websockets.typing import Origin
 
 TIE_MARGIN = 0.15
 BOTH_BAD_BELOW = 0.25
 DEFAULT_NOISE = 0.1
+# A battle socket's largest message: a finished side's rendered answer.
+MESSAGE_BYTES = 4 * 1024 * 1024
 RATE_LIMIT_PAUSE_S = 5.0  # how long a voter waits after "too many battles" before retrying
 _WORD = re.compile(r"[^\W\d_]{3,}")
 _TAG = re.compile(r"<[^>]+>")
@@ -217,7 +217,7 @@ def crowd_run(
     if not 0.0 <= noise <= 1.0:
         raise CrowdRefused("noise must be between 0 and 1")
     report = CrowdReport(url=base_url, voters=voters, battles=battles, seed=seed, noise=noise)
-    run = _Run(
+    run = _CrowdRun(
         base_url=base_url,
         report=report,
         deadline=time.monotonic() + max_seconds,
@@ -245,7 +245,7 @@ def crowd_run(
 
 
 @dataclass
-class _Run:
+class _CrowdRun:
     base_url: str
     report: CrowdReport
     deadline: float
@@ -286,7 +286,7 @@ class _Run:
                     voter.one_battle()
         except _BattleUnavailable as refused:
             self._fail(str(refused))
-        except (httpx2.HTTPError, OSError) as error:
+        except (httpx2.HTTPError, OSError, WebSocketException) as error:
             self._fail(f"{type(error).__name__}: {error}")
 
     def _fail(self, message: str) -> None:
@@ -311,7 +311,7 @@ class _Run:
 
 @dataclass
 class _Voter:
-    run: _Run
+    run: _CrowdRun
     client: httpx2.Client
     rng: random.Random
     bot_mark: str = ""  # a bot: votes for the side whose answer contains this
@@ -397,17 +397,22 @@ class _Voter:
         answers: dict[str, dict[str, str]] = {}
         ws_url = "ws" + self.run.base_url.removeprefix("http") + socket_path
         cookies = "; ".join(f"{name}={value}" for name, value in self.client.cookies.items())
-        with _WebSocket(
+        with websocket_connect(
             ws_url,
-            headers={"Cookie": cookies, "Origin": self.run.base_url},
-            timeout=max(0.1, min(30.0, self.run.remaining())),
+            origin=Origin(self.run.base_url),
+            additional_headers={"Cookie": cookies},
+            open_timeout=max(0.1, min(30.0, self.run.remaining())),
+            close_timeout=1.0,
+            max_size=MESSAGE_BYTES,
+            proxy=None,  # the crowd talks to a loopback arena only, never through a proxy
         ) as ws:
             while True:
                 try:
-                    frame = ws.receive_json(timeout=max(0.1, min(60.0, self.run.remaining())))
-                except (WebSocketError, TimeoutError):  # closed early, or out of time
+                    message = ws.recv(timeout=max(0.1, min(60.0, self.run.remaining())))
+                except (ConnectionClosed, TimeoutError):  # closed early, or out of time
                     return None
-                if frame is None or frame.get("type") == "error":
+                frame = json.loads(message)
+                if not isinstance(frame, dict) or frame.get("type") == "error":
                     return None
                 if frame["type"] == "delta":
                     texts[frame["side"]] += frame["text"]
@@ -443,121 +448,3 @@ def _error_of(reply: httpx2.Response) -> str:
         return str(reply.json().get("error", reply.text[:200]))
     except ValueError:
         return reply.text[:200]
-
-
-# -- a minimal WebSocket client (RFC 6455) ---------------------------------------------------
-# The project's HTTP client needs the optional `wsproto` package for WebSockets; the crowd
-# needs only text frames from one server, so it speaks the protocol itself.
-
-_WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
-
-
-class WebSocketError(OSError):
-    pass
-
-
-class _WebSocket:
-    def __init__(self, url: str, *, headers: dict[str, str], timeout: float) -> None:
-        parts = urlsplit(url)
-        if parts.scheme != "ws" or not parts.hostname:
-            raise WebSocketError(f"not a ws:// URL: {url}")
-        port = parts.port or 80
-        path = parts.path + (f"?{parts.query}" if parts.query else "")
-        self.sock = socket.create_connection((parts.hostname, port), timeout=timeout)
-        self.buffer = b""
-        self.closed = False
-        key = base64.b64encode(os.urandom(16)).decode()
-        lines = [
-            f"GET {path} HTTP/1.1",
-            f"Host: {parts.netloc}",
-            "Upgrade: websocket",
-            "Connection: Upgrade",
-            f"Sec-WebSocket-Key: {key}",
-            "Sec-WebSocket-Version: 13",
-            *(f"{name}: {value}" for name, value in headers.items()),
-        ]
-        self.sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
-        while b"\r\n\r\n" not in self.buffer:
-            self._fill()
-        head, self.buffer = self.buffer.split(b"\r\n\r\n", 1)
-        status, *header_lines = head.decode("latin-1").split("\r\n")
-        if " 101 " not in f"{status} ":
-            self.sock.close()
-            raise WebSocketError(f"the server refused the WebSocket: {status}")
-        received = {
-            name.strip().lower(): value.strip()
-            for name, _, value in (line.partition(":") for line in header_lines)
-        }
-        expected = base64.b64encode(hashlib.sha1((key + _WS_GUID).encode()).digest()).decode()
-        if received.get("sec-websocket-accept") != expected:
-            self.sock.close()
-            raise WebSocketError("the server's WebSocket handshake does not match the key")
-
-    def __enter__(self) -> _WebSocket:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def receive_json(self, *, timeout: float) -> dict[str, Any] | None:
-        """The next text message, parsed; None once the server closes."""
-        self.sock.settimeout(timeout)
-        message = b""
-        while not self.closed:
-            final, opcode, payload = self._frame()
-            if opcode == 0x8:  # close
-                self.closed = True
-                self._send(0x8, payload[:2])
-                return None
-            if opcode == 0x9:  # ping
-                self._send(0xA, payload)
-            elif opcode in {0x1, 0x0}:  # text, continuation
-                message += payload
-                if final:
-                    return json.loads(message.decode("utf-8"))
-        return None
-
-    def close(self) -> None:
-        if not self.closed:
-            self.closed = True
-            with contextlib.suppress(OSError):
-                self._send(0x8, (1000).to_bytes(2, "big"))
-        self.sock.close()
-
-    def _frame(self) -> tuple[bool, int, bytes]:
-        first, second = self._read(2)
-        length = second & 0x7F
-        if length == 126:
-            length = int.from_bytes(self._read(2), "big")
-        elif length == 127:
-            length = int.from_bytes(self._read(8), "big")
-        mask = self._read(4) if second & 0x80 else b""
-        payload = self._read(length)
-        if mask:
-            payload = bytes(byte ^ mask[i % 4] for i, byte in enumerate(payload))
-        return bool(first & 0x80), first & 0x0F, payload
-
-    def _send(self, opcode: int, payload: bytes) -> None:
-        # Clients must mask every frame they send.
-        mask = os.urandom(4)
-        header = bytes([0x80 | opcode])
-        if len(payload) < 126:
-            header += bytes([0x80 | len(payload)])
-        elif len(payload) < 1 << 16:
-            header += bytes([0x80 | 126]) + len(payload).to_bytes(2, "big")
-        else:
-            header += bytes([0x80 | 127]) + len(payload).to_bytes(8, "big")
-        masked = bytes(byte ^ mask[i % 4] for i, byte in enumerate(payload))
-        self.sock.sendall(header + mask + masked)
-
-    def _read(self, count: int) -> bytes:
-        while len(self.buffer) < count:
-            self._fill()
-        data, self.buffer = self.buffer[:count], self.buffer[count:]
-        return data
-
-    def _fill(self) -> None:
-        chunk = self.sock.recv(65536)
-        if not chunk:
-            raise WebSocketError("the server closed the connection")
-        self.buffer += chunk

@@ -6,19 +6,22 @@ that it will tune on the test set).
 `TrajectoryJudge` is the interface: one call per excerpt of the log, returning a `Verdict`.
 `ChatCompletionsJudge` is the real one: any OpenAI-compatible endpoint — in production the
 platform's own API proxy (`<site>/proxy/v1`) with an organizer proxy token, so the judge's
-calls are metered on the organizers' budget like everyone else's. It streams (the proxy and
-every server we use speak SSE), reads each reply to its end, and asks for a JSON verdict; the
-first JSON object in the reply is parsed, so a model that wraps it in prose or a ```json fence
-still counts.
+calls are metered on the organizers' budget like everyone else's. It asks for a JSON verdict
+and reads the streamed reply through `arena.streamed_chat` (the category judge's reader too):
+to its end, within bounds of size and time, and the first JSON object in it, so a model that
+wraps it in prose or a ```json fence still counts.
 """
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
+
+from arena.streamed_chat import StreamedChatError, first_json_object, streamed_chat_text
+
+# A verdict is a small JSON object; a judge that rambles past this is cut, not read whole.
+JUDGE_REPLY_CHARS = 20_000
 
 SEVERITIES = ("info", "low", "medium", "high", "critical")
 
@@ -72,72 +75,40 @@ class ChatCompletionsJudge:
         self.name = f"chat:{model}"
 
     def judge(self, *, agent: str, excerpt: str) -> Verdict:
-        import openai
-
-        client = openai.OpenAI(
-            base_url=self.base_url,
-            api_key=self.api_key or "unused",
-            timeout=self.timeout_s,
-            max_retries=1,
-        )
         messages = [
             {"role": "system", "content": SYSTEM_PROMPT},
             {"role": "user", "content": f"Agent: {agent}\nTrajectory excerpt:\n{excerpt}"},
         ]
-        # The body is read to its end, past [DONE] (the official client hangs up at [DONE]):
-        # the proxy books the call as the stream closes, and a hang-up can cut that short.
-        pieces: list[str] = []
         try:
-            with client.chat.completions.with_streaming_response.create(
+            text = streamed_chat_text(
+                base_url=self.base_url,
+                api_key=self.api_key,
                 model=self.model,
-                messages=messages,  # type: ignore[arg-type]
+                messages=messages,
                 max_tokens=600,
-                temperature=0.0,
-                stream=True,
-            ) as response:
-                for line in response.iter_lines():
-                    if not line.startswith("data:") or line.strip() == "data: [DONE]":
-                        continue
-                    chunk = json.loads(line.removeprefix("data:"))
-                    for choice in chunk.get("choices") or []:
-                        pieces.append((choice.get("delta") or {}).get("content") or "")
-        except openai.APIStatusError as exc:
-            raise JudgeError(f"the judge answered HTTP {exc.status_code}") from None
-        except (openai.APIError, OSError) as exc:
-            raise JudgeError(f"the judge could not be reached ({type(exc).__name__})") from None
-        except ValueError:
-            raise JudgeError("the judge's stream is not valid JSON") from None
-        finally:
-            client.close()
-        text = "".join(pieces)
+                timeout_s=self.timeout_s,
+                max_chars=JUDGE_REPLY_CHARS,
+            )
+        except StreamedChatError as exc:
+            raise JudgeError(f"the judge {exc}") from None
         return parse_verdict(text)
-
-
-_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
 
 
 def parse_verdict(text: str) -> Verdict:
     """The first JSON object in `text` with a boolean `violation`, as a Verdict."""
-    candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
-    decoder = json.JSONDecoder()
-    for candidate in candidates:
-        for start in (i for i, c in enumerate(candidate) if c == "{"):
-            try:
-                data, _ = decoder.raw_decode(candidate, start)
-            except ValueError:
-                continue
-            if isinstance(data, dict) and isinstance(data.get("violation"), bool):
-                severity = str(data.get("severity") or "medium").lower()
-                quotes = data.get("evidence") or []
-                return Verdict(
-                    violation=data["violation"],
-                    rule="" if data.get("rule") is None else str(data["rule"]),
-                    severity=severity if severity in SEVERITIES else "medium",
-                    summary=str(data.get("summary") or "")[:480],
-                    quotes=[str(q)[:500] for q in quotes][:10] if isinstance(quotes, list) else [],
-                    raw=text[:4000],
-                )
-    raise JudgeError(f"the judge's answer holds no verdict: {text[:200]!r}")
+    data = first_json_object(text, lambda d: isinstance(d.get("violation"), bool))
+    if data is None:
+        raise JudgeError(f"the judge's answer holds no verdict: {text[:200]!r}")
+    severity = str(data.get("severity") or "medium").lower()
+    quotes = data.get("evidence") or []
+    return Verdict(
+        violation=data["violation"],
+        rule="" if data.get("rule") is None else str(data["rule"]),
+        severity=severity if severity in SEVERITIES else "medium",
+        summary=str(data.get("summary") or "")[:480],
+        quotes=[str(q)[:500] for q in quotes][:10] if isinstance(quotes, list) else [],
+        raw=text[:4000],
+    )
 
 
 def excerpts(lines: Iterable[str], *, max_chars: int) -> Iterator[tuple[int, int, str]]:

@@ -17,11 +17,7 @@ itself and follow with orders. The judge's answer is read only as booleans.
 
 from __future__ import annotations
 
-import json
-import re
 import secrets
-from itertools import islice
-from typing import Any
 
 from arena.battles.categories import (
     CREATIVE_WRITING,
@@ -31,6 +27,7 @@ from arena.battles.categories import (
     RuleCategorizer,
     is_hard,
 )
+from arena.streamed_chat import StreamedChatError, first_json_object, streamed_chat_text
 
 JUDGE_PROMPT_CHARS = 6_000
 JUDGE_REPLY_CHARS = 20_000
@@ -93,65 +90,25 @@ class JudgeCategorizer:
         return PromptCategories(frozenset(tags), ruled.language, criteria)
 
     def _ask(self, prompt: str) -> str:
-        import openai
-
-        client = openai.OpenAI(
-            base_url=self.base_url,
-            api_key=self.api_key or "unused",
-            timeout=self.timeout_s,
-            max_retries=1,
-        )
-        messages = judge_messages(prompt)
-        # Streamed and read past [DONE] to the end of the body: the proxy books a call as its
-        # stream closes (as safety/judge.py does).
-        pieces: list[str] = []
-        size = 0
         try:
-            with client.chat.completions.with_streaming_response.create(
+            return streamed_chat_text(
+                base_url=self.base_url,
+                api_key=self.api_key,
                 model=self.model,
-                messages=messages,  # type: ignore[arg-type]
+                messages=judge_messages(prompt),
                 max_tokens=200,
-                temperature=0.0,
-                stream=True,
-            ) as response:
-                for line in response.iter_lines():
-                    if not line.startswith("data:") or line.strip() == "data: [DONE]":
-                        continue
-                    chunk = json.loads(line.removeprefix("data:"))
-                    for choice in chunk.get("choices") or []:
-                        piece = (choice.get("delta") or {}).get("content") or ""
-                        size += len(piece)
-                        if size <= JUDGE_REPLY_CHARS:
-                            pieces.append(piece)
-        except openai.APIStatusError as exc:
-            raise CategoryJudgeError(f"the judge answered HTTP {exc.status_code}") from None
-        except (openai.APIError, OSError) as exc:
-            raise CategoryJudgeError(
-                f"the judge could not be reached ({type(exc).__name__})"
-            ) from None
-        except ValueError:
-            raise CategoryJudgeError("the judge's stream is not valid JSON") from None
-        finally:
-            client.close()
-        return "".join(pieces)
-
-
-_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
+                timeout_s=self.timeout_s,
+                max_chars=JUDGE_REPLY_CHARS,
+            )
+        except StreamedChatError as exc:
+            raise CategoryJudgeError(f"the judge {exc}") from None
 
 
 def parse_judgement(text: str) -> dict[str, bool]:
     """The first JSON object in `text` that answers every criterion and creative_writing with a
     boolean."""
     wanted = (*HARD_CRITERIA, "creative_writing")
-    decoder = json.JSONDecoder()
-    for candidate in [m.group(1) for m in _FENCE.finditer(text)] + [text]:
-        # At most 50 starts a candidate: a reply of nothing but "{" stays linear.
-        for start in islice((i for i, c in enumerate(candidate) if c == "{"), 50):
-            try:
-                data: Any
-                data, _ = decoder.raw_decode(candidate, start)
-            except ValueError:
-                continue
-            if isinstance(data, dict) and all(isinstance(data.get(k), bool) for k in wanted):
-                return {k: data[k] for k in wanted}
-    raise CategoryJudgeError(f"the judge's answer holds no judgement: {text[:200]!r}")
+    data = first_json_object(text, lambda d: all(isinstance(d.get(k), bool) for k in wanted))
+    if data is None:
+        raise CategoryJudgeError(f"the judge's answer holds no judgement: {text[:200]!r}")
+    return {k: data[k] for k in wanted}

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -104,3 +105,8 @@ def arena_settings_current() -> ArenaSettings:
 def phases_in_order() -> list[Phase]:
     """Every phase of every competition, in calendar order, with its competition."""
     return list(Phase.objects.select_related("competition").order_by("starts_at", "number"))
+
+
+def phase_overlapping(start: dt.datetime, end: dt.datetime) -> Phase | None:
+    """The latest-starting phase that overlaps [start, end) (for the daily reports)."""
+    return Phase.objects.filter(starts_at__lt=end, ends_at__gt=start).order_by("-starts_at").first()

@@ -14,24 +14,41 @@ are written. It writes nothing to the database.
 from __future__ import annotations
 
 import datetime as dt
+import html
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
+from urllib.parse import quote
 
 from django.conf import settings
-from django.db.models import Count, F, Q, Sum
-from django.template import Context, Engine
 from django.utils import timezone
 
 from agents.journal import journal_of_day
-from agents.models import Agent, Checkpoint, DataRecord, Nomination, ProxyCall
+from agents.models import Agent
+from agents.selectors import (
+    agents_in_order,
+    api_spent_before,
+    api_usage_between,
+    checkpoints_between,
+    data_records_between,
+    nominations_touched_between,
+)
 from agents.strategy_selectors import PhaseLockIn, phase_lock_in
 from agents.trajectory_selectors import TrajectoryOfDay, trajectory_of_day
-from arena.competition.models import Competition, Phase
-from cluster.models import ClusterAccount, Job, JobSegment
+from arena.battles.answer_markdown import markdown_html
+from arena.competition.selectors import phase_overlapping
+from cluster.models import ClusterAccount
+from cluster.selectors import (
+    accounts_by_name,
+    gpu_seconds_used_by,
+    job_segments_overlapping,
+    jobs_touching,
+)
 from evalsuite.analyses import correlations_report
 from evalsuite.report_text import CORRELATION_COLUMNS, correlation_note, correlation_rows
+from evalsuite.selectors import competitions_with_eval_results
 
 
 @dataclass(frozen=True)
@@ -131,26 +148,11 @@ def day_bounds(day: dt.date) -> tuple[dt.datetime, dt.datetime]:
 
 def agent_day(agent: Agent, day: dt.date) -> AgentDay:
     start, end = day_bounds(day)
-    account = ClusterAccount.objects.filter(name=agent.cluster_account).first()
-    jobs: list[JobOfDay] = []
-    used_seconds = 0
-    if account is not None:
-        jobs = _jobs_of_day(account, start, end)
-        used_seconds = (
-            JobSegment.objects.filter(
-                job__account=account, job__period=account.period, ended_at__lt=end
-            ).aggregate(total=Sum(F("gpus") * F("elapsed_seconds")))["total"]
-            or 0
-        )
+    account = accounts_by_name([agent.cluster_account]).get(agent.cluster_account)
+    jobs = _jobs_of_day(account, start, end) if account else []
+    used_seconds = gpu_seconds_used_by(account, end=end) if account else 0
     # The agent's API credit only: its scaffold's calls are billed apart (the trajectory part).
-    calls = ProxyCall.objects.filter(agent=agent, budget=ProxyCall.Budget.API)
-    today = calls.filter(created_at__gte=start, created_at__lt=end).aggregate(
-        n=Count("id"),
-        prompt=Sum("prompt_tokens"),
-        completion=Sum("completion_tokens"),
-        cost=Sum("cost_usd"),
-    )
-    spent_total = calls.filter(created_at__lt=end).aggregate(cost=Sum("cost_usd"))["cost"]
+    today = api_usage_between(agent, start=start, end=end)
     return AgentDay(
         agent=agent.name,
         active=agent.active,
@@ -160,10 +162,10 @@ def agent_day(agent: Agent, day: dt.date) -> AgentDay:
         gpu_hours_day=sum(j.gpu_hours_day for j in jobs),
         gpu_hours_used=used_seconds / 3600,
         gpu_hours_limit=float(account.gpu_hours_limit) if account else 0.0,
-        api_calls=today["n"] or 0,
-        api_tokens=(today["prompt"] or 0) + (today["completion"] or 0),
-        api_spend_day=today["cost"] or Decimal(0),
-        api_spent_total=spent_total or Decimal(0),
+        api_calls=today.calls,
+        api_tokens=today.tokens,
+        api_spend_day=today.cost_usd,
+        api_spent_total=api_spent_before(agent, end=end),
         api_credit_limit=agent.credit_limit,
         data=[
             DataLine(
@@ -176,9 +178,7 @@ def agent_day(agent: Agent, day: dt.date) -> AgentDay:
                 licence=r.licence,
                 reason=r.reason,
             )
-            for r in DataRecord.objects.filter(
-                agent=agent, created_at__gte=start, created_at__lt=end
-            )
+            for r in data_records_between(agent, start=start, end=end)
         ],
         checkpoints=[
             CheckpointLine(
@@ -187,9 +187,7 @@ def agent_day(agent: Agent, day: dt.date) -> AgentDay:
                 parent=c.parent.path if c.parent else "",
                 parameters=c.parameters,
             )
-            for c in Checkpoint.objects.filter(
-                agent=agent, created_at__gte=start, created_at__lt=end
-            ).select_related("job", "parent")
+            for c in checkpoints_between(agent, start=start, end=end)
         ],
         nominations=[
             NominationLine(
@@ -199,12 +197,7 @@ def agent_day(agent: Agent, day: dt.date) -> AgentDay:
                 claimed_gpu_hours=str((n.card_fields or {}).get("gpu_hours", "")),
                 updated_at=n.updated_at,
             )
-            for n in Nomination.objects.filter(agent=agent)
-            .filter(
-                Q(created_at__gte=start, created_at__lt=end)
-                | Q(updated_at__gte=start, updated_at__lt=end)
-            )
-            .select_related("phase", "checkpoint")
+            for n in nominations_touched_between(agent, start=start, end=end)
         ],
         journal=[
             JournalLine(written_at=timezone.localtime(e.created_at), kind=e.kind, text=e.text)
@@ -216,9 +209,7 @@ def agent_day(agent: Agent, day: dt.date) -> AgentDay:
 
 
 def _lock_in_of_day(agent: Agent, start: dt.datetime, end: dt.datetime) -> PhaseLockIn | None:
-    phase = (
-        Phase.objects.filter(starts_at__lt=end, ends_at__gt=start).order_by("-starts_at").first()
-    )
+    phase = phase_overlapping(start, end)
     return (
         None
         if phase is None or not agent.cluster_account
@@ -228,21 +219,8 @@ def _lock_in_of_day(agent: Agent, start: dt.datetime, end: dt.datetime) -> Phase
 
 def _jobs_of_day(account: ClusterAccount, start: dt.datetime, end: dt.datetime) -> list[JobOfDay]:
     """Jobs submitted that day, or whose runs overlap it, or that were running through it."""
-    segments = JobSegment.objects.filter(
-        job__account=account, started_at__lt=end, ended_at__gt=start
-    )
-    jobs = (
-        Job.objects.filter(account=account)
-        .filter(
-            Q(submitted_at__gte=start, submitted_at__lt=end)
-            | Q(pk__in=segments.values("job_id"))
-            | Q(started_at__lt=end, ended_at__isnull=True, state=Job.State.RUNNING)
-            | Q(started_at__lt=end, ended_at__gt=start)
-        )
-        .order_by("submitted_at")
-    )
     seconds_by_job: dict[int, float] = {}
-    for segment in segments:
+    for segment in job_segments_overlapping(account, start=start, end=end):
         overlap = min(segment.ended_at, end) - max(segment.started_at, start)
         share = overlap.total_seconds() / max(
             1.0, (segment.ended_at - segment.started_at).total_seconds()
@@ -263,12 +241,12 @@ def _jobs_of_day(account: ClusterAccount, start: dt.datetime, end: dt.datetime) 
             gpu_hours_day=seconds_by_job.get(job.pk, 0.0) / 3600,
             gpu_hours_charged=job.gpu_seconds_charged / 3600,
         )
-        for job in jobs
+        for job in jobs_touching(account, start=start, end=end)
     ]
 
 
 def daily_reports(*, day: dt.date) -> list[AgentDay]:
-    return [agent_day(agent, day) for agent in Agent.objects.order_by("name")]
+    return [agent_day(agent, day) for agent in agents_in_order()]
 
 
 @dataclass(frozen=True)
@@ -283,18 +261,44 @@ class Analyses:
 def competition_analyses() -> list[Analyses]:
     """The analyses of every competition with evaluation results, newest competition first."""
     out = []
-    competitions = Competition.objects.filter(phases__eval_runs__isnull=False).distinct()
-    for competition in competitions.order_by("-created_at"):
+    for competition in competitions_with_eval_results():
         report = correlations_report(competition)
         out.append(Analyses(competition.name, correlation_rows(report), correlation_note(report)))
     return out
 
 
 # -- rendering -------------------------------------------------------------------------------
+# Each report is written once, in Markdown; its HTML is that Markdown through the arena's one
+# safe renderer (`markdown_html`: raw HTML off, then an allow-list), so the two cannot disagree
+# and agent text (journal entries, job names, tool commands) never becomes markup.
+
+# Inline Markdown that text could start: escaped, so the text shows as written. `<` and `>`
+# need none (raw HTML is off), `~` strikes through only when doubled, and a `[` makes a link
+# or an image only when its `]` is followed by `(` (the reports define no reference links).
+_MD_SPECIAL = str.maketrans({c: "\\" + c for c in "\\|*_`&"})
+
+
+def _md_text(value: object) -> str:
+    """`value` as one line of literal Markdown text: a newline folds to a space."""
+    text = " ".join(str(value).translate(_MD_SPECIAL).splitlines())
+    return text.replace("](", "]\\(")
+
+
+@dataclass(frozen=True)
+class _ReportLink:
+    """A table cell that is a link to an agent's report, not text to escape."""
+
+    agent: str
+    suffix: str
+
+    def markdown(self) -> str:
+        # An agent's name is a slug (letters, digits, `-`, `_`), but the link is built so that
+        # any name stays one link: the text escaped, the target percent-encoded.
+        return f"[{_md_text(self.agent)}]({quote(self.agent)}{self.suffix})"
 
 
 def _md_cell(value: object) -> str:
-    return str(value).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    return value.markdown() if isinstance(value, _ReportLink) else _md_text(value)
 
 
 def _md_table(headers: list[str], rows: list[list[object]]) -> list[str]:
@@ -305,12 +309,23 @@ def _md_table(headers: list[str], rows: list[list[object]]) -> list[str]:
     return [*lines, ""]
 
 
-def report_markdown(report: AgentDay) -> str:
+def _md_fenced(text: str) -> list[str]:
+    """`text` whole, its newlines kept, as a fenced block: the fence is longer than any run of
+    backticks in the text, so no line of it can close the block early."""
+    longest = max((len(run) for run in re.findall("`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [fence + "text", *text.splitlines(), fence, ""]
+
+
+def report_markdown(report: AgentDay, *, link_suffix: str = ".md") -> str:
+    """The day's report; its links to other reports end in `link_suffix` (".html" when the
+    Markdown is made the HTML file)."""
     r = report
     lines = [
-        f"# {r.agent} — {r.day.isoformat()}",
+        f"# {_md_text(r.agent)} — {r.day.isoformat()}",
         "",
-        f"Budget period: {r.period or '(none)'}" + ("" if r.active else " · deprovisioned"),
+        f"Budget period: {_md_text(r.period) or '(none)'}"
+        + ("" if r.active else " · deprovisioned"),
         "",
         "## GPU",
         "",
@@ -371,18 +386,29 @@ def report_markdown(report: AgentDay) -> str:
         ),
         "## Experiment journal",
         "",
-        *_md_table(
-            ["written", "kind", "entry"],
-            [[f"{e.written_at:%H:%M}", e.kind, e.text] for e in r.journal],
-        ),
+        *_journal_markdown(r.journal),
         "## Strategy lock-in",
         "",
         *_lock_in_markdown(r.lock_in),
         "## Trajectory",
         "",
         *_trajectory_markdown(r.trajectory),
+        f"[all agents](index{link_suffix})",
     ]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _journal_markdown(journal: list[JournalLine]) -> list[str]:
+    """One row an entry, folded to a line; an entry of several lines follows whole, since a
+    table cell cannot hold a line break."""
+    lines = _md_table(
+        ["written", "kind", "entry"], [[f"{e.written_at:%H:%M}", e.kind, e.text] for e in journal]
+    )
+    for e in journal:
+        if len(e.text.splitlines()) > 1:
+            lines += [f"{e.written_at:%H:%M}, {_md_text(e.kind)}, as written:", ""]
+            lines += _md_fenced(e.text)
+    return lines
 
 
 def _trajectory_markdown(t: TrajectoryOfDay | None) -> list[str]:
@@ -402,7 +428,7 @@ def _trajectory_markdown(t: TrajectoryOfDay | None) -> list[str]:
              "—" if c.exit_code is None else c.exit_code]
             for c in commands
         ]  # fmt: skip
-        lines += [f"{title}:", "", *_md_table(["time", "tool", "command", "exit"], rows)]
+        lines += [f"### {title}", "", *_md_table(["time", "tool", "command", "exit"], rows)]
     return lines
 
 
@@ -410,119 +436,24 @@ def _lock_in_markdown(line: PhaseLockIn | None) -> list[str]:
     if line is None:
         return ["_no phase on this day_", ""]
     m = line.measure
+    phase = _md_text(line.phase)
     if not m.approaches:
-        return [f"- {line.phase}: no approach tried yet", ""]
+        return [f"- {phase}: no approach tried yet", ""]
     return [
-        f"- {line.phase}: {m.approaches} distinct approaches in {m.attempts} attempts",
+        f"- {phase}: {m.approaches} distinct approaches in {m.attempts} attempts",
         f"- last new approach: {timezone.localtime(m.locked_in_at):%Y-%m-%d %H:%M}, "
         f"{m.share_elapsed:.0%} of the phase elapsed",
-        f"- approaches, in the order tried: {_md_cell(', '.join(m.approach_names))}",
+        f"- approaches, in the order tried: {_md_text(', '.join(m.approach_names))}",
         "",
     ]
 
 
-_ENGINE = Engine(autoescape=True)
-
-_HTML = _ENGINE.from_string(
-    """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>{{ r.agent }} — {{ r.day|date:"Y-m-d" }}</title>
-<style>body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem}
-table{border-collapse:collapse;width:100%}th,td{border:1px solid #ccc;padding:.25rem .5rem;text-align:left}
-td.n{text-align:right}</style></head>
-<body>
-<h1>{{ r.agent }} — {{ r.day|date:"Y-m-d" }}</h1>
-<p>Budget period: {{ r.period|default:"(none)" }}{% if not r.active %} · deprovisioned{% endif %}</p>
-<h2>GPU</h2>
-<ul><li>GPU-hours this day: {{ r.gpu_hours_day|floatformat:2 }}</li>
-<li>GPU-hours used in the period (end of day): {{ r.gpu_hours_used|floatformat:2 }} of
-{{ r.gpu_hours_limit|floatformat:2 }}; left {{ r.gpu_hours_left|floatformat:2 }}</li></ul>
-<h2>Jobs</h2>
-{% if r.jobs %}<table><tr><th>job</th><th>name</th><th>state</th><th>QOS</th><th>GPUs</th>
-<th>GPU-h this day</th><th>GPU-h charged</th></tr>
-{% for j in r.jobs %}<tr><td>{{ j.scheduler_id }}</td><td>{{ j.name }}</td><td>{{ j.state }}</td>
-<td>{{ j.qos }}</td><td class="n">{{ j.gpus }}</td><td class="n">{{ j.gpu_hours_day|floatformat:2 }}</td>
-<td class="n">{{ j.gpu_hours_charged|floatformat:2 }}</td></tr>
-{% endfor %}</table>{% else %}<p>none</p>{% endif %}
-<h2>LLM API</h2>
-<ul><li>calls this day: {{ r.api_calls }} ({{ r.api_tokens }} tokens)</li>
-<li>spend this day: ${{ r.api_spend_day|floatformat:2 }}</li>
-<li>spent in all (end of day): ${{ r.api_spent_total|floatformat:2 }} of
-${{ r.api_credit_limit|floatformat:2 }}; left ${{ r.api_credit_left|floatformat:2 }}</li></ul>
-<h2>Data registered</h2>
-{% if r.data %}<table><tr><th>path</th><th>rows</th><th>tokens</th><th>sources</th><th>licence</th>
-<th>reason</th></tr>
-{% for d in r.data %}<tr><td>{{ d.path }}</td><td class="n">{{ d.rows }}</td>
-<td class="n">{{ d.tokens }}</td><td>{{ d.sources }}</td><td>{{ d.licence }}</td><td>{{ d.reason }}</td></tr>
-{% endfor %}</table>{% else %}<p>none</p>{% endif %}
-<h2>Checkpoints</h2>
-{% if r.checkpoints %}<table><tr><th>path</th><th>job</th><th>parent</th><th>parameters</th></tr>
-{% for c in r.checkpoints %}<tr><td>{{ c.path }}</td><td>{{ c.job }}</td>
-<td>{{ c.parent|default:"—" }}</td><td class="n">{{ c.parameters }}</td></tr>
-{% endfor %}</table>{% else %}<p>none</p>{% endif %}
-<h2>Nominations</h2>
-{% if r.nominations %}<table><tr><th>phase</th><th>checkpoint</th><th>training (card)</th><th>GPU-h (card)</th><th>updated</th></tr>
-{% for n in r.nominations %}<tr><td>{{ n.phase }}</td><td>{{ n.checkpoint }}</td>
-<td>{{ n.training_method|default:"—" }}</td><td>{{ n.claimed_gpu_hours|default:"—" }}</td><td>{{ n.updated_at|date:"Y-m-d H:i" }}</td></tr>
-{% endfor %}</table>{% else %}<p>none</p>{% endif %}
-<h2>Experiment journal</h2>
-{% if r.journal %}<table><tr><th>written</th><th>kind</th><th>entry</th></tr>
-{% for e in r.journal %}<tr><td>{{ e.written_at|date:"H:i" }}</td><td>{{ e.kind }}</td>
-<td style="white-space:pre-wrap">{{ e.text }}</td></tr>
-{% endfor %}</table>{% else %}<p>none</p>{% endif %}
-<h2>Strategy lock-in</h2>
-{% with l=r.lock_in %}{% if not l %}<p>no phase on this day</p>
-{% elif not l.measure.approaches %}<p>{{ l.phase }}: no approach tried yet</p>
-{% else %}<ul><li>{{ l.phase }}: {{ l.measure.approaches }} distinct approaches in {{ l.measure.attempts }} attempts</li>
-<li>last new approach: {{ l.measure.locked_in_at|date:"Y-m-d H:i" }}, {% widthratio l.measure.share_elapsed 1 100 %}% of the phase elapsed</li>
-<li>approaches, in the order tried: {{ l.measure.approach_names|join:", " }}</li></ul>{% endif %}{% endwith %}
-<h2>Trajectory</h2>
-{% with t=r.trajectory %}{% if not t %}<p>not read</p>{% else %}
-<ul><li>model calls: {{ t.model_calls }} · tool calls (reported by the agent): {{ t.tool_calls }} · API calls: {{ t.api_calls }}</li>
-<li>scaffold's own model calls: {{ t.scaffold_calls }}, ${{ t.scaffold_spend|floatformat:2 }} this day</li>
-<li>events dropped past the day's bounds: {{ t.dropped }}</li></ul>
-{% for title, lines in t.command_tables %}<h3>{{ title }}</h3>
-{% if lines %}<table><tr><th>time</th><th>tool</th><th>command</th><th>exit</th></tr>
-{% for c in lines %}<tr><td>{{ c.at|date:"H:i:s" }}</td><td>{{ c.tool }}</td>
-<td style="white-space:pre-wrap">{{ c.command }}</td><td>{{ c.exit_code|default_if_none:"—" }}</td></tr>
-{% endfor %}</table>{% else %}<p>none</p>{% endif %}{% endfor %}{% endif %}{% endwith %}
-<p><a href="index.html">all agents</a></p>
-</body></html>
-"""
-)
-
-_INDEX_HTML = _ENGINE.from_string(
-    """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>Daily reports — {{ day|date:"Y-m-d" }}</title>
-<style>body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem}
-table{border-collapse:collapse;width:100%}th,td{border:1px solid #ccc;padding:.25rem .5rem;text-align:left}
-</style></head>
-<body><h1>Daily reports — {{ day|date:"Y-m-d" }}</h1>
-{% if reports %}<table><tr><th>agent</th><th>jobs</th><th>GPU-h this day</th><th>GPU-h left</th>
-<th>API spend this day</th><th>API credit left</th><th>data</th><th>checkpoints</th><th>nominations</th>
-<th>journal</th><th>approaches</th><th>report</th></tr>
-{% for r in reports %}<tr><td>{{ r.agent }}</td><td>{{ r.jobs|length }}</td>
-<td>{{ r.gpu_hours_day|floatformat:2 }}</td><td>{{ r.gpu_hours_left|floatformat:2 }}</td>
-<td>${{ r.api_spend_day|floatformat:2 }}</td><td>${{ r.api_credit_left|floatformat:2 }}</td>
-<td>{{ r.data|length }}</td><td>{{ r.checkpoints|length }}</td><td>{{ r.nominations|length }}</td>
-<td>{{ r.journal|length }}</td><td>{{ r.lock_in.measure.approaches|default_if_none:"—" }}</td>
-<td><a href="{{ r.agent }}.html">HTML</a> · <a href="{{ r.agent }}.md">Markdown</a></td></tr>
-{% endfor %}</table>{% else %}<p>No agents.</p>{% endif %}
-{% for a in analyses %}<h2>Analyses, {{ a.competition }} (Spearman ρ)</h2>
-<table><tr>{% for c in columns %}<th>{{ c }}</th>{% endfor %}</tr>
-{% for row in a.rows %}<tr>{% for cell in row %}<td>{{ cell }}</td>{% endfor %}</tr>
-{% endfor %}</table><p>{{ a.note }}</p>
-{% endfor %}
-</body></html>
-"""
-)
-
-
-def report_html(report: AgentDay) -> str:
-    return _HTML.render(Context({"r": report}))
-
-
 def index_markdown(
-    day: dt.date, reports: list[AgentDay], analyses: list[Analyses] | None = None
+    day: dt.date,
+    reports: list[AgentDay],
+    analyses: list[Analyses] | None = None,
+    *,
+    link_suffix: str = ".md",
 ) -> str:
     lines = [f"# Daily reports — {day.isoformat()}", ""]
     lines += _md_table(
@@ -532,15 +463,40 @@ def index_markdown(
             [r.agent, len(r.jobs), f"{r.gpu_hours_day:.2f}", f"{r.gpu_hours_left:.2f}",
              f"${r.api_spend_day:.2f}", f"${r.api_credit_left:.2f}", len(r.data),
              len(r.checkpoints), len(r.nominations), len(r.journal),
-             r.lock_in.measure.approaches if r.lock_in else "—", f"[{r.agent}]({r.agent}.md)"]
+             r.lock_in.measure.approaches if r.lock_in else "—", _ReportLink(r.agent, link_suffix)]
             for r in reports
         ],
     )  # fmt: skip
     for a in analyses or []:
-        lines += [f"## Analyses, {a.competition} (Spearman ρ)", ""]
+        lines += [f"## Analyses, {_md_text(a.competition)} (Spearman ρ)", ""]
         lines += _md_table(CORRELATION_COLUMNS, a.rows)  # type: ignore[arg-type]
-        lines += [a.note, ""]
+        lines += [_md_text(a.note), ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
+<style>body{{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem}}
+table{{border-collapse:collapse;width:100%}}th,td{{border:1px solid #ccc;padding:.25rem .5rem;text-align:left}}
+pre{{white-space:pre-wrap}}</style></head>
+<body>
+{body}</body></html>
+"""
+
+
+def markdown_page(title: str, markdown: str) -> str:
+    """A standalone HTML page of `markdown`, through the arena's one safe renderer. A table
+    row's cells are put on one line, as a person writing the page would."""
+    body = (
+        markdown_html(markdown).replace("</td>\n<td", "</td><td").replace("</th>\n<th", "</th><th")
+    )
+    return _PAGE.format(title=html.escape(title), body=body)
+
+
+def report_html(report: AgentDay) -> str:
+    return markdown_page(
+        f"{report.agent} — {report.day.isoformat()}", report_markdown(report, link_suffix=".html")
+    )
 
 
 def default_out_dir(day: dt.date) -> Path:
@@ -558,7 +514,7 @@ def reports_write(
     out.mkdir(parents=True, exist_ok=True)
     reports = []
     written: list[Path] = []
-    agents = list(Agent.objects.order_by("name"))
+    agents = agents_in_order()
     for number, agent in enumerate(agents, start=1):
         report = agent_day(agent, day)
         reports.append(report)
@@ -572,10 +528,10 @@ def reports_write(
                 f"{report.gpu_hours_day:.2f} GPU-h, ${report.api_spend_day:.2f} API"
             )
     analyses = competition_analyses()
-    index_html = _INDEX_HTML.render(
-        Context({"day": day, "reports": reports, "analyses": analyses,
-                 "columns": CORRELATION_COLUMNS})
-    )  # fmt: skip
+    index_html = markdown_page(
+        f"Daily reports — {day.isoformat()}",
+        index_markdown(day, reports, analyses, link_suffix=".html"),
+    )
     for name, text in (("index.md", index_markdown(day, reports, analyses)),
                        ("index.html", index_html)):  # fmt: skip
         (out / name).write_text(text, encoding="utf-8")
