@@ -38,8 +38,6 @@ organizers have configured no judge upstream.
 
 from __future__ import annotations
 
-import os
-import pwd
 from decimal import Decimal
 from pathlib import Path
 
@@ -55,7 +53,7 @@ from arena.serving.vllm import VllmOptions
 from cluster.backends import cluster_backend
 from cluster.backends.base import AccountLimits, ClusterBackend, JobRequest
 from cluster.models import ClusterAccount
-from cluster.services import cluster_sync, job_cancel
+from cluster.services import cluster_sync, job_cancel, platform_unix_user
 from cluster.slurm.cli import SlurmError
 from evalsuite import hub
 from evalsuite.agent_progress import agent_requested_run
@@ -244,7 +242,7 @@ def agent_evaluation_cancel(
             )
         if run.job is not None:
             try:
-                job_cancel(job=run.job, backend=backend, unix_user=_platform_user())
+                job_cancel(job=run.job, backend=backend, unix_user=platform_unix_user())
             except SlurmError as failed:
                 raise EvalRequestRefused(
                     f"the scheduler did not cancel job {run.job.scheduler_id} of run {run_id} "
@@ -330,7 +328,7 @@ def _submit(
 def _platform_member(account: ClusterAccount, backend: ClusterBackend) -> ClusterAccount:
     """The agent's account as the platform's user submits to it: the scheduler charges the
     account, and the job runs as the platform (Python callables always do)."""
-    platform_user = _platform_user()
+    platform_user = platform_unix_user()
     backend.account_apply(
         account=account.name,
         unix_user=platform_user,
@@ -345,8 +343,3 @@ def _platform_member(account: ClusterAccount, backend: ClusterBackend) -> Cluste
     member = ClusterAccount.objects.get(pk=account.pk)
     member.unix_user = platform_user  # this submission only; never saved
     return member
-
-
-def _platform_user() -> str:
-    """The Unix user the platform runs as: it submits (and so cancels) on-demand jobs."""
-    return pwd.getpwuid(os.getuid()).pw_name
