@@ -15,7 +15,7 @@ def agent_for_token(token: str, *, kind: str) -> Agent | None:
         AgentToken.objects.filter(
             digest=token_digest(token), kind=kind, revoked_at=None, agent__active=True
         )
-        .select_related("agent")
+        .select_related("agent__cluster_account")
         .first()
     )
     return found.agent if found else None
@@ -60,15 +60,18 @@ def upstreams_active() -> list[Upstream]:
 
 
 def agent_job(agent: Agent, scheduler_id: str) -> Job | None:
+    # No account (a judge agent) matches no job: Job.account is never empty.
     return Job.objects.filter(
-        account__name=agent.cluster_account, scheduler_id=scheduler_id
+        account_id=agent.cluster_account_id, scheduler_id=scheduler_id
     ).first()
 
 
 def agent_budget(agent: Agent) -> dict[str, Any]:
     """What the agent has used and has left, from the platform's ledgers."""
-    agent.refresh_from_db()
-    account = ClusterAccount.objects.get(name=agent.cluster_account)
+    agent.refresh_from_db()  # fresh ledgers, and the account read again with them
+    account = agent.cluster_account
+    if account is None:
+        raise ClusterAccount.DoesNotExist(f"agent {agent.name} has no cluster account")
     used_hours = gpu_seconds_charged(account, period=account.period) / 3600
     running = Job.objects.filter(account=account, state=Job.State.RUNNING)
     return {

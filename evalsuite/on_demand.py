@@ -122,7 +122,7 @@ def agent_evaluation_request(
     phase = phase_current()
     if phase is None:
         raise EvalRequestRefused("no phase has begun", code="no_phase", status=409)
-    account = ClusterAccount.objects.filter(name=agent.cluster_account).first()
+    account = agent.cluster_account
     if account is None or not agent.sandbox:
         raise EvalRequestRefused(
             "you have no cluster account or sandbox", code="not_provisioned", status=409
@@ -256,7 +256,8 @@ def agent_evaluation_cancel(
         run.save(update_fields=["state", "error", "finished_at"])
         judge_token_revoke(run.judge_token_id)
     # The job's row learns its end (and its charge) from the scheduler's accounting.
-    cluster_sync(backend=backend, account_names=[agent.cluster_account])
+    if agent.cluster_account is not None:
+        cluster_sync(backend=backend, account_names=[agent.cluster_account.name])
     return agent_requested_run(agent, run.pk) or run
 
 

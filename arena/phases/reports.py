@@ -131,7 +131,7 @@ def day_bounds(day: dt.date) -> tuple[dt.datetime, dt.datetime]:
 
 def agent_day(agent: Agent, day: dt.date) -> AgentDay:
     start, end = day_bounds(day)
-    account = ClusterAccount.objects.filter(name=agent.cluster_account).first()
+    account = agent.cluster_account
     jobs: list[JobOfDay] = []
     used_seconds = 0
     if account is not None:
@@ -221,7 +221,7 @@ def _lock_in_of_day(agent: Agent, start: dt.datetime, end: dt.datetime) -> Phase
     )
     return (
         None
-        if phase is None or not agent.cluster_account
+        if phase is None or agent.cluster_account_id is None
         else phase_lock_in(agent, phase, until=end)
     )
 

@@ -111,7 +111,11 @@ def _start(phase: Phase, engine: Engine) -> dict[str, Any]:
     """The phase's API credit for every agent; then, agent by agent, the phase's limits on its
     Slurm association (usage starts again from zero) and the feedback the phase's policy
     gives. One agent's failed step is recorded against it and never stops the others."""
-    agents = list(Agent.objects.filter(active=True).exclude(cluster_account=""))
+    agents = list(
+        Agent.objects.filter(active=True, cluster_account__isnull=False).select_related(
+            "cluster_account"
+        )
+    )
     # The phase's credit on top of what was spent before; calls in flight keep their
     # reservations, and give back what they leave unused to the old phase, not this one. Once,
     # with the transition: a retry later in the phase would add what was spent since.
@@ -138,7 +142,9 @@ def phase_limits_reapply(*, phase: Phase, engine: Engine | None = None) -> list[
     account, each agent's step on its own as at the start (a failure is recorded and retried
     by later ticks). Same period, so nobody's usage is reset. The agents that failed."""
     engine = engine or Engine()
-    agents = Agent.objects.filter(active=True).exclude(cluster_account="")
+    agents = Agent.objects.filter(active=True, cluster_account__isnull=False).select_related(
+        "cluster_account"
+    )
     return [
         agent.name
         for agent in agents
@@ -150,8 +156,10 @@ def _budget_step(phase: Phase, agent: Agent, engine: Engine) -> bool:
     """The phase's limits on the agent's Slurm association. Its usage is reset only when the
     account's budget period changes, and the new period is saved with this step, so a retry
     of a step that got that far resets nothing."""
+    if agent.cluster_account is None:  # the moves take only agents with one
+        raise ValueError(f"agent {agent.name} has no cluster account")
     account_ensure(
-        name=agent.cluster_account,
+        name=agent.cluster_account.name,
         unix_user=agent.unix_user,
         period=phase.label,
         limits=phase_account_limits(phase),

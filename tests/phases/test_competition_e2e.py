@@ -115,7 +115,7 @@ def test_two_phases_with_feedback_on_the_real_cluster(arena, slurm, shared_model
         arena_close_now(competition, phase_1)
         phases_tick(engine=engine)
         for agent in agents:
-            limit, usage = association(agent.cluster_account)
+            limit, usage = association(agent.cluster_account.name)
             assert limit == "billing=15000" and usage == 0  # 250 GPU-hours, from zero
             own = f"{agent.name}-phase-1"
             exported = cli_as(agent, "votes", "export")
