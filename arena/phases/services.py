@@ -454,6 +454,36 @@ def competition_plan(
     return competition
 
 
+# --- the organizer moving the calendar (the demo ends each phase once all have nominated) ---
+def phase_end_early(*, phase: Phase, now: datetime | None = None) -> None:
+    """End a running phase's training now: the next tick freezes it and opens its arena. A
+    phase that has not begun, or has already ended, is left as it is."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        locked = Phase.objects.select_for_update().get(pk=phase.pk)
+        if locked.starts_at > now:
+            raise ValueError(f"{locked.label} has not begun: it cannot end before it starts")
+        Phase.objects.filter(pk=locked.pk, ends_at__gt=now).update(ends_at=now)
+
+
+def phase_arena_close_early(*, phase: Phase, now: datetime | None = None) -> None:
+    """Close a phase's arena now: the next phase of its competition starts now, keeping its
+    length (the arena closes when the next phase starts), or, after the last phase, its arena
+    closes now."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        following = (
+            Phase.objects.select_for_update()
+            .filter(competition_id=phase.competition_id, number=phase.number + 1)
+            .first()
+        )
+        if following is None:
+            Phase.objects.filter(pk=phase.pk).update(arena_closes_at=now)
+            return
+        length = following.ends_at - following.starts_at
+        Phase.objects.filter(pk=following.pk).update(starts_at=now, ends_at=now + length)
+
+
 def evaluations_queue_served(
     *, max_tokens: int = 512, backend: ClusterBackend | None = None
 ) -> list[Any]:

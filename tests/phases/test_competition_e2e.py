@@ -19,11 +19,11 @@ from agents.sandboxes import UnixSandboxes
 from agents.services import agent_deprovision, agent_provision
 from arena.competition.models import Phase
 from arena.leaderboard.services import phase_leaderboard_fit
+from arena.phases.demo import agents_run, arena_close_now, competition_start, phase_end_now
 from arena.phases.models import FeedbackBundle, PhaseContestant
 from arena.phases.services import Engine, phases_tick
 from arena.phases.serving import ArenaServers
 from cluster.slurm import cli
-from frontend.competition_demo import agents_run, arena_close_now, competition_start, phase_end_now
 from frontend.crowd import crowd_run
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]

@@ -137,7 +137,9 @@ def test_an_agent_that_breaks_its_feedback_folder_cannot_stop_the_phase_or_reset
     failure.refresh_from_db()
     assert failure.attempts == 3 and failure.resolved_at is None
     for agent in (mallory, victor):
-        assert slurm.charged_gpu_minutes(account=agent.cluster_account.name) * 60 >= used[agent.name]
+        assert (
+            slurm.charged_gpu_minutes(account=agent.cluster_account.name) * 60 >= used[agent.name]
+        )
 
     # The organizers see who failed and why.
     staff = Client()
