@@ -118,7 +118,9 @@ def agent_budget(agent: Agent) -> dict[str, Any]:
 
 
 def agents_in_order(*, names: Collection[str] | None = None) -> list[Agent]:
-    agents = Agent.objects.order_by("name")
+    """Agents by name, each with its cluster account loaded (`agent.cluster_account`, None for
+    the judge agents): no page looks an account up again by its name."""
+    agents = Agent.objects.select_related("cluster_account").order_by("name")
     if names is not None:
         agents = agents.filter(name__in=list(names))
     return list(agents)
@@ -126,7 +128,11 @@ def agents_in_order(*, names: Collection[str] | None = None) -> list[Agent]:
 
 def agent_names_by_account() -> dict[str, str]:
     """Each cluster account's agent: the name to show for the account's jobs."""
-    return dict(Agent.objects.values_list("cluster_account", "name"))
+    return dict(
+        Agent.objects.filter(cluster_account__isnull=False).values_list(
+            "cluster_account__name", "name"
+        )
+    )
 
 
 def nominations_with_copies(*, agent: str | None = None) -> list[Nomination]:
