@@ -22,13 +22,14 @@ class Agent(models.Model):
     unix_user = models.CharField(max_length=64, blank=True, help_text="the sandbox's Unix user")
     sandbox = models.CharField(max_length=500, blank=True, help_text="the sandbox home (0700)")
     # An agent's own Slurm account (provisioning opens it); none for the platform's judge
-    # agents, which spend API credit only. The cluster knows nothing of agents: the link is here.
+    # agents, which spend API credit only. The cluster knows nothing of agents: the link is
+    # here, with no way back from the account ("+").
     cluster_account = models.ForeignKey(
         "cluster.ClusterAccount",
         null=True,
         blank=True,
         on_delete=models.PROTECT,
-        related_name="agents",
+        related_name="+",
         help_text="the Slurm account",
     )
     credit_limit = models.DecimalField(**USD, default=Decimal("300"))

@@ -44,7 +44,7 @@ class Migration(migrations.Migration):
                 help_text="the Slurm account",
                 null=True,
                 on_delete=django.db.models.deletion.PROTECT,
-                related_name="agents",
+                related_name="+",
                 to="cluster.clusteraccount",
             ),
         ),
