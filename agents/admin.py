@@ -33,7 +33,7 @@ class AgentAdmin(admin.ModelAdmin):
         "created_at",
     ]
     list_filter = ["active"]
-    search_fields = ["name", "unix_user", "cluster_account"]
+    search_fields = ["name", "unix_user", "cluster_account__name"]
     # Provisioning (`manage.py agents provision`) sets these; the credit ledgers move only
     # through the proxy's conditional updates, and the scaffold's limit through
     # `agents scaffold-budget` (which refuses a limit below what is spent and reserved).

@@ -23,7 +23,7 @@ from agents.selectors import agent_budget, agent_for_token, agent_job
 from agents.services import RegistrationRefused, checkpoint_register, data_register, nomination_set
 from agents.trajectory import ToolCallRefused, TrajectoryDayFull, api_call_record, tool_call_record
 from cluster.backends.base import JobRequest, SubmitRefused
-from cluster.models import ClusterAccount, Job
+from cluster.models import Job
 from cluster.sandbox_files import UnsafePath, kind_of, locate
 from cluster.selectors import job_output
 from cluster.services import cluster_sync, job_cancel, job_submit
@@ -87,7 +87,9 @@ def budget(request: HttpRequest, agent: Agent) -> JsonResponse:
 
 @agent_api("GET", "POST")
 def jobs(request: HttpRequest, agent: Agent) -> JsonResponse:
-    account = ClusterAccount.objects.get(name=agent.cluster_account)
+    account = agent.cluster_account
+    if account is None:
+        return error(409, "you have no cluster account", "not_provisioned")
     if request.method == "GET":
         cluster_sync(account_names=[account.name])
         return JsonResponse(
@@ -115,7 +117,7 @@ def job_detail(request: HttpRequest, agent: Agent, job_id: str) -> JsonResponse:
     job = agent_job(agent, job_id)
     if job is None:
         return error(404, f"you have no job {job_id}", "not_found")
-    cluster_sync(account_names=[agent.cluster_account])
+    cluster_sync(account_names=[job.account.name])
     job.refresh_from_db()
     return JsonResponse({**job_json(job), "output_tail": job_output(job, tail_bytes=16 * 1024)})
 
@@ -136,7 +138,7 @@ def job_cancel_view(request: HttpRequest, agent: Agent, job_id: str) -> JsonResp
             "evaluation_job",
         )
     job_cancel(job=job)
-    cluster_sync(account_names=[agent.cluster_account])
+    cluster_sync(account_names=[job.account.name])
     job.refresh_from_db()
     return JsonResponse(job_json(job))
 

@@ -21,7 +21,17 @@ class Agent(models.Model):
     active = models.BooleanField(default=True)
     unix_user = models.CharField(max_length=64, blank=True, help_text="the sandbox's Unix user")
     sandbox = models.CharField(max_length=500, blank=True, help_text="the sandbox home (0700)")
-    cluster_account = models.CharField(max_length=64, blank=True, help_text="the Slurm account")
+    # An agent's own Slurm account (provisioning opens it); none for the platform's judge
+    # agents, which spend API credit only. The cluster knows nothing of agents: the link is
+    # here, with no way back from the account ("+").
+    cluster_account = models.ForeignKey(
+        "cluster.ClusterAccount",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        help_text="the Slurm account",
+    )
     credit_limit = models.DecimalField(**USD, default=Decimal("300"))
     credit_spent = models.DecimalField(**USD, default=Decimal("0"))
     credit_reserved = models.DecimalField(**USD, default=Decimal("0"))

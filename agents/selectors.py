@@ -29,7 +29,7 @@ def agent_for_token(token: str, *, kind: str) -> Agent | None:
         AgentToken.objects.filter(
             digest=token_digest(token), kind=kind, revoked_at=None, agent__active=True
         )
-        .select_related("agent")
+        .select_related("agent__cluster_account")
         .first()
     )
     return found.agent if found else None
@@ -74,15 +74,18 @@ def upstreams_active() -> list[Upstream]:
 
 
 def agent_job(agent: Agent, scheduler_id: str) -> Job | None:
+    # No account (a judge agent) matches no job: Job.account is never empty.
     return Job.objects.filter(
-        account__name=agent.cluster_account, scheduler_id=scheduler_id
+        account_id=agent.cluster_account_id, scheduler_id=scheduler_id
     ).first()
 
 
 def agent_budget(agent: Agent) -> dict[str, Any]:
     """What the agent has used and has left, from the platform's ledgers."""
-    agent.refresh_from_db()
-    account = ClusterAccount.objects.get(name=agent.cluster_account)
+    agent.refresh_from_db()  # fresh ledgers, and the account read again with them
+    account = agent.cluster_account
+    if account is None:
+        raise ClusterAccount.DoesNotExist(f"agent {agent.name} has no cluster account")
     used_hours = gpu_seconds_charged(account, period=account.period) / 3600
     running = Job.objects.filter(account=account, state=Job.State.RUNNING)
     return {
@@ -129,7 +132,9 @@ def agent_budget(agent: Agent) -> dict[str, Any]:
 
 
 def agents_in_order(*, names: Collection[str] | None = None) -> list[Agent]:
-    agents = Agent.objects.order_by("name")
+    """Agents by name, each with its cluster account loaded (`agent.cluster_account`, None for
+    the judge agents): no page looks an account up again by its name."""
+    agents = Agent.objects.select_related("cluster_account").order_by("name")
     if names is not None:
         agents = agents.filter(name__in=list(names))
     return list(agents)
@@ -137,7 +142,11 @@ def agents_in_order(*, names: Collection[str] | None = None) -> list[Agent]:
 
 def agent_names_by_account() -> dict[str, str]:
     """Each cluster account's agent: the name to show for the account's jobs."""
-    return dict(Agent.objects.values_list("cluster_account", "name"))
+    return dict(
+        Agent.objects.filter(cluster_account__isnull=False).values_list(
+            "cluster_account__name", "name"
+        )
+    )
 
 
 def nominations_with_copies(*, agent: str | None = None) -> list[Nomination]:

@@ -27,7 +27,7 @@ from agents.sandboxes import UnixSandboxes
 from arena.competition.models import Phase
 from arena.competition.selectors import phase_account_limits, phase_current, phase_running
 from cluster.backends.base import AccountLimits, ClusterBackend
-from cluster.models import ClusterAccount, Job
+from cluster.models import Job
 from cluster.sandbox_files import (
     SandboxPath,
     UnsafePath,
@@ -115,8 +115,6 @@ def agent_provision(
         raise ValueError(f"agent {name} is already provisioned")
     sandboxes = sandboxes or UnixSandboxes(settings.AGENTS_SANDBOX_ROOT)
     user = f"agent_{name}"
-    # A re-provisioned agent starts with its account open again.
-    ClusterAccount.objects.filter(name=user).update(submissions_blocked_reason="")
     # An agent joining while a phase runs gets that phase's budgets, as the phase's start gave
     # the others (the agents' QOS limits are shared: the defaults would overwrite the phase's).
     phase = phase_running()
@@ -135,13 +133,14 @@ def agent_provision(
     # The sandbox is as large as the storage quota where its storage can hold it to that.
     home = sandboxes.create(user, storage_gib=storage_gib)
     agent_firewall_block(unix_user=user)  # off the platform's ports before it has credentials
-    account_ensure(
+    account = account_ensure(
         name=user,
         unix_user=user,
         period=period,
         limits=limits,
         storage_gib=storage_gib,
         storage_path=home,
+        reopen=True,  # a re-provisioned agent starts with its account open again
         backend=backend,
     )
     agent, _ = Agent.objects.update_or_create(
@@ -150,7 +149,7 @@ def agent_provision(
             "active": True,
             "unix_user": user,
             "sandbox": str(home),
-            "cluster_account": user,
+            "cluster_account": account,
             "credit_limit": credit,
         },
     )
@@ -177,12 +176,13 @@ def agent_deprovision(
 ) -> Agent:
     """Revoke everything: tokens, the Slurm account (no new jobs, running ones cancelled) and
     the Unix login. The sandbox's files stay, for the audit."""
-    agent = Agent.objects.get(name=name)
+    agent = Agent.objects.select_related("cluster_account").get(name=name)
     Agent.objects.filter(pk=agent.pk).update(active=False)
     AgentToken.objects.filter(agent=agent, revoked_at=None).update(revoked_at=timezone.now())
-    account = ClusterAccount.objects.filter(name=agent.cluster_account).first()
-    if account is not None:
-        account_close(account=account, reason="the agent was deprovisioned", backend=backend)
+    if agent.cluster_account is not None:
+        account_close(
+            account=agent.cluster_account, reason="the agent was deprovisioned", backend=backend
+        )
     if agent.unix_user:
         (sandboxes or UnixSandboxes(settings.AGENTS_SANDBOX_ROOT)).lock(agent.unix_user)
         agent_firewall_unblock(unix_user=agent.unix_user)
@@ -275,8 +275,10 @@ def checkpoint_register(
 ) -> Checkpoint:
     """Validate a checkpoint and record it with its job, data and parent — all or nothing."""
     where = sandbox_path(agent, path)
-    cluster_sync(account_names=[agent.cluster_account], backend=backend)
-    job = Job.objects.filter(account__name=agent.cluster_account, scheduler_id=job_id).first()
+    job = None
+    if agent.cluster_account is not None:
+        cluster_sync(account_names=[agent.cluster_account.name], backend=backend)
+        job = Job.objects.filter(account=agent.cluster_account, scheduler_id=job_id).first()
     if job is None:
         raise RegistrationRefused(f"job {job_id} is not one of your jobs")
     if job.state != Job.State.COMPLETED:

@@ -43,7 +43,7 @@ def strategy_attempts(
     phase's start and end), up to `until` if given (a daily report as of the end of its day)."""
     end = phase.ends_at if until is None else min(phase.ends_at, until)
     jobs = Job.objects.filter(
-        account__name=agent.cluster_account, period=phase.label, submitted_at__lt=end
+        account_id=agent.cluster_account_id, period=phase.label, submitted_at__lt=end
     ).order_by("submitted_at", "pk")
     attempts = []
     # Only the part of each script the measure reads leaves the database.
@@ -85,7 +85,7 @@ def phase_lock_in(agent: Agent, phase: Phase, *, until: dt.datetime | None = Non
 def lock_ins_begun(*, now: dt.datetime) -> list[PhaseLockIn]:
     """Every agent's lock-in in every phase that has begun, newest phase first."""
     phases = Phase.objects.filter(starts_at__lte=now).exclude(state=Phase.State.SCHEDULED)
-    agents = list(Agent.objects.exclude(cluster_account="").order_by("name"))
+    agents = list(Agent.objects.filter(cluster_account__isnull=False).order_by("name"))
     return [
         phase_lock_in(agent, phase, until=now)
         for phase in phases.order_by("-starts_at", "-number")

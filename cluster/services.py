@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import pwd
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -45,10 +47,13 @@ def account_ensure(
     limits: AccountLimits,
     storage_gib: int,
     storage_path: Path | None = None,
+    reopen: bool = False,
     backend: ClusterBackend | None = None,
 ) -> ClusterAccount:
     """Create or update an account and put its limits into force in the scheduler.
-    `storage_path` is the sandbox measured against the quota (unchanged when None)."""
+    `storage_path` is the sandbox measured against the quota (unchanged when None). `reopen`
+    lifts the organizers' closing (`account_close`), as re-provisioning does; a storage block
+    stays, since only `storage_measure` may lift it."""
     if not _ACCOUNT_NAME.match(name):
         raise ValueError(f"account name {name!r}: use lowercase letters, digits and _ (max 63)")
     if (
@@ -73,6 +78,8 @@ def account_ensure(
     }
     if storage_path is not None:
         defaults["storage_path"] = str(storage_path)
+    if reopen:
+        defaults["submissions_blocked_reason"] = ""
     account, _ = ClusterAccount.objects.update_or_create(name=name, defaults=defaults)
     GpuLedger.objects.get_or_create(account=account, period=period)
     backend = backend or cluster_backend()
@@ -86,6 +93,41 @@ def account_ensure(
         # while a retry after it finds the period already changed and resets nothing.
         backend.usage_reset(account=name)
     return account
+
+
+# The organizers' own accounts (serving, evaluation) share their shape: GPUs on a QOS of
+# their own, none preemptible, and the platform's own Unix user submitting.
+PLATFORM_MAX_GPUS = 8
+PLATFORM_MAX_JOB_HOURS = 24
+PLATFORM_STORAGE_GIB = 100
+
+
+def platform_unix_user() -> str:
+    """The Unix user the platform runs as: the one member of its own accounts. submitit
+    pickles a call through a folder this user owns, so its jobs run as it."""
+    return pwd.getpwuid(os.getuid()).pw_name
+
+
+def platform_account_ensure(
+    *, name: str, period: str, gpu_hours: float, backend: ClusterBackend | None = None
+) -> ClusterAccount:
+    """One of the organizers' own accounts (serving, evaluation), booked against `period`
+    with `gpu_hours` for it. Its QOS is its own, so the agents' limits stay as the phase set
+    them."""
+    return account_ensure(
+        name=name,
+        unix_user=platform_unix_user(),
+        period=period,
+        limits=AccountLimits(
+            gpu_hours=gpu_hours,
+            max_gpus=PLATFORM_MAX_GPUS,
+            max_preemptible_gpus=0,
+            max_job_hours=PLATFORM_MAX_JOB_HOURS,
+            platform=True,
+        ),
+        storage_gib=PLATFORM_STORAGE_GIB,
+        backend=backend,
+    )
 
 
 def account_close(

@@ -24,7 +24,6 @@ from agents.models import Agent
 from arena.competition.models import Competition, Phase
 from arena.leaderboard.selectors import global_snapshot_latest, snapshot_latest
 from arena.serving.models import Contestant
-from cluster.models import ClusterAccount
 from cluster.selectors import gpu_seconds_charged
 from evalsuite import correlations
 from evalsuite.models import EvalRun
@@ -90,8 +89,9 @@ def phase_inputs(phase: Phase) -> PhaseInputs:
         value = gap_closed_of(phase.competition, model.scores).median
         if value is not None:
             gap[model.label] = value
-        agent = Agent.objects.get(name=model.agent)
-        account = ClusterAccount.objects.filter(name=agent.cluster_account).first()
+        account = (
+            Agent.objects.select_related("cluster_account").get(name=model.agent).cluster_account
+        )
         if account is not None:
             gpu[model.label] = gpu_seconds_charged(account, period=phase.label) / 3600
     instruct_model = phase.competition.instruct_model

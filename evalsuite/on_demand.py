@@ -38,8 +38,6 @@ organizers have configured no judge upstream.
 
 from __future__ import annotations
 
-import os
-import pwd
 from decimal import Decimal
 from pathlib import Path
 
@@ -55,7 +53,7 @@ from arena.serving.vllm import VllmOptions
 from cluster.backends import cluster_backend
 from cluster.backends.base import AccountLimits, ClusterBackend, JobRequest
 from cluster.models import ClusterAccount
-from cluster.services import cluster_sync, job_cancel
+from cluster.services import cluster_sync, job_cancel, platform_unix_user
 from cluster.slurm.cli import SlurmError
 from evalsuite import hub
 from evalsuite.agent_progress import agent_requested_run
@@ -124,7 +122,7 @@ def agent_evaluation_request(
     phase = phase_current()
     if phase is None:
         raise EvalRequestRefused("no phase has begun", code="no_phase", status=409)
-    account = ClusterAccount.objects.filter(name=agent.cluster_account).first()
+    account = agent.cluster_account
     if account is None or not agent.sandbox:
         raise EvalRequestRefused(
             "you have no cluster account or sandbox", code="not_provisioned", status=409
@@ -244,7 +242,7 @@ def agent_evaluation_cancel(
             )
         if run.job is not None:
             try:
-                job_cancel(job=run.job, backend=backend, unix_user=_platform_user())
+                job_cancel(job=run.job, backend=backend, unix_user=platform_unix_user())
             except SlurmError as failed:
                 raise EvalRequestRefused(
                     f"the scheduler did not cancel job {run.job.scheduler_id} of run {run_id} "
@@ -258,7 +256,8 @@ def agent_evaluation_cancel(
         run.save(update_fields=["state", "error", "finished_at"])
         judge_token_revoke(run.judge_token_id)
     # The job's row learns its end (and its charge) from the scheduler's accounting.
-    cluster_sync(backend=backend, account_names=[agent.cluster_account])
+    if agent.cluster_account is not None:
+        cluster_sync(backend=backend, account_names=[agent.cluster_account.name])
     return agent_requested_run(agent, run.pk) or run
 
 
@@ -330,7 +329,7 @@ def _submit(
 def _platform_member(account: ClusterAccount, backend: ClusterBackend) -> ClusterAccount:
     """The agent's account as the platform's user submits to it: the scheduler charges the
     account, and the job runs as the platform (Python callables always do)."""
-    platform_user = _platform_user()
+    platform_user = platform_unix_user()
     backend.account_apply(
         account=account.name,
         unix_user=platform_user,
@@ -345,8 +344,3 @@ def _platform_member(account: ClusterAccount, backend: ClusterBackend) -> Cluste
     member = ClusterAccount.objects.get(pk=account.pk)
     member.unix_user = platform_user  # this submission only; never saved
     return member
-
-
-def _platform_user() -> str:
-    """The Unix user the platform runs as: it submits (and so cancels) on-demand jobs."""
-    return pwd.getpwuid(os.getuid()).pw_name

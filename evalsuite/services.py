@@ -8,8 +8,6 @@ periodically (or `manage.py evals collect`) until every run is done.
 from __future__ import annotations
 
 import logging
-import os
-import pwd
 from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
@@ -25,10 +23,10 @@ from arena.competition.models import Phase
 from arena.serving.client import Endpoint
 from arena.serving.models import Contestant
 from cluster.backends import cluster_backend
-from cluster.backends.base import AccountLimits, ClusterBackend, JobRequest, SubmitRefused
+from cluster.backends.base import ClusterBackend, JobRequest, SubmitRefused
 from cluster.models import ClusterAccount, Job
 from cluster.selectors import job_result
-from cluster.services import account_ensure, cluster_sync, job_submit_callable
+from cluster.services import cluster_sync, job_submit_callable, platform_account_ensure
 from evalsuite import hub
 from evalsuite.models import BenchmarkResult, EvalRun, ItemResult
 from evalsuite.registry import benchmark, benchmarks
@@ -47,21 +45,9 @@ JUDGE_CREDIT_USD = Decimal("50")
 
 
 def eval_account_ensure(*, phase: Phase, backend: ClusterBackend | None = None) -> ClusterAccount:
-    """The organizer's evaluation account, booked against the phase. Jobs run as the
-    platform's own user: submitit pickles the call through a folder that user owns."""
-    return account_ensure(
-        name=EVAL_ACCOUNT,
-        unix_user=pwd.getpwuid(os.getuid()).pw_name,
-        period=phase.label,
-        limits=AccountLimits(
-            gpu_hours=EVAL_GPU_HOURS,
-            max_gpus=8,
-            max_preemptible_gpus=0,
-            max_job_hours=24,
-            platform=True,  # its own QOS: the agents' limits stay as the phase set them
-        ),
-        storage_gib=100,
-        backend=backend,
+    """The organizer's evaluation account, booked against the phase."""
+    return platform_account_ensure(
+        name=EVAL_ACCOUNT, period=phase.label, gpu_hours=EVAL_GPU_HOURS, backend=backend
     )
 
 

@@ -18,7 +18,6 @@ from typing import Any
 from agents.models import Agent, JournalEntry
 from agents.trajectory import cut
 from arena.competition.models import CompetitionAgent
-from cluster.models import ClusterAccount
 from cluster.selectors import gpu_seconds_charged
 from frontend.organizer import Usage
 
@@ -51,7 +50,7 @@ class BudgetBar:
 def live_budget(agent: Agent) -> list[dict[str, Any]]:
     """GPU-hours (the account's current period), API credit (spent plus in flight), the
     scaffold's own credit, and storage, each used against its limit."""
-    account = ClusterAccount.objects.filter(name=agent.cluster_account).first()
+    account = agent.cluster_account
     credit = float(agent.credit_spent + agent.credit_reserved)
     scaffold = float(agent.scaffold_credit_spent + agent.scaffold_credit_reserved)
     bars = [

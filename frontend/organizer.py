@@ -25,7 +25,6 @@ from arena.competition.selectors import phases_in_order
 from arena.leaderboard.selectors import snapshot_latest
 from cluster.backends.base import NORMAL_QOS, PREEMPTIBLE_QOS
 from cluster.selectors import (
-    accounts_by_name,
     gpu_seconds_charged,
     job_counts_by_state,
     jobs_latest,
@@ -172,10 +171,9 @@ def agent_budgets(
     if gpus_in_use is None:
         gpus_in_use = running_gpus_by_account_qos()
     chosen = agents_in_order(names=agents)
-    accounts = accounts_by_name([agent.cluster_account for agent in chosen])
     lines = []
     for agent in chosen:
-        account = accounts.get(agent.cluster_account)
+        account = agent.cluster_account
         credit = Usage(
             used=float(agent.credit_spent + agent.credit_reserved), limit=float(agent.credit_limit)
         )

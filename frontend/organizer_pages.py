@@ -24,7 +24,7 @@ from django.utils import timezone
 from agents.selectors import agents_in_order
 from arena.phases.models import AgentStepFailure, WorkerFailure
 from arena.phases.selectors import agent_step_failures_open, worker_failures_recent
-from cluster.selectors import accounts_by_name, job_counts_by_state
+from cluster.selectors import job_counts_by_state
 from evalsuite.selectors import eval_run_counts
 from frontend import organizer
 from frontend.organizer import (
@@ -115,11 +115,10 @@ def phases_page(*, now: dt.datetime | None = None) -> PhasesPage:
 
 def _summary() -> list[SummaryLine]:
     agents = agents_in_order()
-    accounts = accounts_by_name([agent.cluster_account for agent in agents])
     blocked = [
         agent.name
         for agent in agents
-        if agent.cluster_account in accounts and accounts[agent.cluster_account].blocked_reason
+        if agent.cluster_account is not None and agent.cluster_account.blocked_reason
     ]
     jobs = job_counts_by_state()
     runs = eval_run_counts()

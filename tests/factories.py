@@ -179,7 +179,7 @@ def agent_with_gpu_hours(name: str, gpu_hours: dict[str, float]):
     )  # fmt: skip
     for period, hours in gpu_hours.items():
         GpuLedger.objects.create(account=account, period=period, gpu_seconds=round(hours * 3600))
-    return Agent.objects.create(name=name, cluster_account=account.name)
+    return Agent.objects.create(name=name, cluster_account=account)
 
 
 def rating_snapshot(phase_label: str, style: dict[str, float], raw: dict[str, float] | None = None):

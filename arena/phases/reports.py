@@ -41,7 +41,6 @@ from arena.battles.answer_markdown import markdown_html
 from arena.competition.selectors import phase_overlapping
 from cluster.models import ClusterAccount
 from cluster.selectors import (
-    accounts_by_name,
     gpu_seconds_used_by,
     job_segments_overlapping,
     jobs_touching,
@@ -148,7 +147,7 @@ def day_bounds(day: dt.date) -> tuple[dt.datetime, dt.datetime]:
 
 def agent_day(agent: Agent, day: dt.date) -> AgentDay:
     start, end = day_bounds(day)
-    account = accounts_by_name([agent.cluster_account]).get(agent.cluster_account)
+    account = agent.cluster_account
     jobs = _jobs_of_day(account, start, end) if account else []
     used_seconds = gpu_seconds_used_by(account, end=end) if account else 0
     # The agent's API credit only: its scaffold's calls are billed apart (the trajectory part).
@@ -212,7 +211,7 @@ def _lock_in_of_day(agent: Agent, start: dt.datetime, end: dt.datetime) -> Phase
     phase = phase_overlapping(start, end)
     return (
         None
-        if phase is None or not agent.cluster_account
+        if phase is None or agent.cluster_account_id is None
         else phase_lock_in(agent, phase, until=end)
     )
 

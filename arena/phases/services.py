@@ -111,7 +111,11 @@ def _start(phase: Phase, engine: Engine) -> dict[str, Any]:
     """The phase's API credit for every agent; then, agent by agent, the phase's limits on its
     Slurm association (usage starts again from zero) and the feedback the phase's policy
     gives. One agent's failed step is recorded against it and never stops the others."""
-    agents = list(Agent.objects.filter(active=True).exclude(cluster_account=""))
+    agents = list(
+        Agent.objects.filter(active=True, cluster_account__isnull=False).select_related(
+            "cluster_account"
+        )
+    )
     # The phase's credit on top of what was spent before; calls in flight keep their
     # reservations, and give back what they leave unused to the old phase, not this one. Once,
     # with the transition: a retry later in the phase would add what was spent since.
@@ -138,7 +142,9 @@ def phase_limits_reapply(*, phase: Phase, engine: Engine | None = None) -> list[
     account, each agent's step on its own as at the start (a failure is recorded and retried
     by later ticks). Same period, so nobody's usage is reset. The agents that failed."""
     engine = engine or Engine()
-    agents = Agent.objects.filter(active=True).exclude(cluster_account="")
+    agents = Agent.objects.filter(active=True, cluster_account__isnull=False).select_related(
+        "cluster_account"
+    )
     return [
         agent.name
         for agent in agents
@@ -150,8 +156,10 @@ def _budget_step(phase: Phase, agent: Agent, engine: Engine) -> bool:
     """The phase's limits on the agent's Slurm association. Its usage is reset only when the
     account's budget period changes, and the new period is saved with this step, so a retry
     of a step that got that far resets nothing."""
+    if agent.cluster_account is None:  # the moves take only agents with one
+        raise ValueError(f"agent {agent.name} has no cluster account")
     account_ensure(
-        name=agent.cluster_account,
+        name=agent.cluster_account.name,
         unix_user=agent.unix_user,
         period=phase.label,
         limits=phase_account_limits(phase),
@@ -444,6 +452,36 @@ def competition_plan(
             )
             start = end + arena_length
     return competition
+
+
+# --- the organizer moving the calendar (the demo ends each phase once all have nominated) ---
+def phase_end_early(*, phase: Phase, now: datetime | None = None) -> None:
+    """End a running phase's training now: the next tick freezes it and opens its arena. A
+    phase that has not begun, or has already ended, is left as it is."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        locked = Phase.objects.select_for_update().get(pk=phase.pk)
+        if locked.starts_at > now:
+            raise ValueError(f"{locked.label} has not begun: it cannot end before it starts")
+        Phase.objects.filter(pk=locked.pk, ends_at__gt=now).update(ends_at=now)
+
+
+def phase_arena_close_early(*, phase: Phase, now: datetime | None = None) -> None:
+    """Close a phase's arena now: the next phase of its competition starts now, keeping its
+    length (the arena closes when the next phase starts), or, after the last phase, its arena
+    closes now."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        following = (
+            Phase.objects.select_for_update()
+            .filter(competition_id=phase.competition_id, number=phase.number + 1)
+            .first()
+        )
+        if following is None:
+            Phase.objects.filter(pk=phase.pk).update(arena_closes_at=now)
+            return
+        length = following.ends_at - following.starts_at
+        Phase.objects.filter(pk=following.pk).update(starts_at=now, ends_at=now + length)
 
 
 def evaluations_queue_served(

@@ -29,7 +29,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import pwd
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -53,10 +52,10 @@ from arena.serving.client import Endpoint
 from arena.serving.local import ServerStartError, authorized_health, serving_secrets
 from arena.serving.vllm import open_health as _open_health
 from cluster.backends import cluster_backend
-from cluster.backends.base import AccountLimits, ClusterBackend, JobRequest, SubmitRefused
+from cluster.backends.base import ClusterBackend, JobRequest, SubmitRefused
 from cluster.models import ClusterAccount, Job
 from cluster.selectors import job_output
-from cluster.services import account_ensure, cluster_sync, job_cancel, job_submit
+from cluster.services import cluster_sync, job_cancel, job_submit, platform_account_ensure
 
 SERVING_ACCOUNT = "organizer_serving"
 SERVING_GPU_HOURS = 10_000  # the organizers' serving budget per period; a setting at a real site
@@ -436,18 +435,10 @@ class SlurmServingBackend(ServingBackend):
 
     def _account(self) -> ClusterAccount:
         if self._serving_account is None:
-            self._serving_account = account_ensure(
+            self._serving_account = platform_account_ensure(
                 name=SERVING_ACCOUNT,
-                unix_user=pwd.getpwuid(os.getuid()).pw_name,
                 period=self.period,
-                limits=AccountLimits(
-                    gpu_hours=SERVING_GPU_HOURS,
-                    max_gpus=8,
-                    max_preemptible_gpus=0,
-                    max_job_hours=24,
-                    platform=True,  # its own QOS: the agents' limits stay as the phase set them
-                ),
-                storage_gib=100,
+                gpu_hours=SERVING_GPU_HOURS,
                 backend=self.cluster,
             )
         return self._serving_account

@@ -18,7 +18,7 @@ def make_agent(name):
         name=f"agent_{name}", unix_user=f"agent_{name}", gpu_hours_limit=Decimal(10), max_gpus=8,
         max_preemptible_gpus=8, max_job_hours=24, storage_gib_limit=1,
     )  # fmt: skip
-    agent = Agent.objects.create(name=name, cluster_account=account.name)
+    agent = Agent.objects.create(name=name, cluster_account=account)
     job = Job.objects.create(
         account=account, backend="slurm", scheduler_id=f"{name}-1", name="sft", qos="normal", nodes=1, gpus=1,
         time_limit_minutes=10, workdir="/tmp", script="", stdout_path="", state="COMPLETED",

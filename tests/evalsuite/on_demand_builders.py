@@ -28,7 +28,7 @@ def provisioned(name: str, tmp_path, *, gpu_hours: int = 10):
     sandbox = tmp_path / name
     sandbox.mkdir()
     agent = agent_create(name=name)
-    agent.cluster_account, agent.sandbox = account.name, str(sandbox)
+    agent.cluster_account, agent.sandbox = account, str(sandbox)
     agent.save()
     return agent, account
 

@@ -83,7 +83,7 @@ def test_an_agent_evaluates_its_checkpoint_on_slurm_and_reads_its_scores(agent, 
     run = read(agent, "evals", "run", str(checkpoint), "--benchmark", "gsm8k")
     assert run["state"] == "queued" and run["benchmarks"] == ["gsm8k"], run
     stored = EvalRun.objects.select_related("job__account").get(pk=run["id"])
-    assert stored.job.account.name == agent.agent.cluster_account and stored.job.gpus == 1
+    assert stored.job.account.name == agent.agent.cluster_account.name and stored.job.gpus == 1
 
     run = until(agent, lambda r: r["state"] != "queued", "evals", "show", str(run["id"]),
                 seconds=300)  # fmt: skip

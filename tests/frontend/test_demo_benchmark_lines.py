@@ -2,8 +2,8 @@
 
 import pytest
 
+from arena.phases.demo import benchmark_lines
 from evalsuite.models import EvalRun
-from frontend.competition_demo import benchmark_lines
 from tests.factories import eval_run, running_phase
 
 pytestmark = pytest.mark.django_db

@@ -6,15 +6,15 @@ from __future__ import annotations
 import pytest
 
 from arena.battles.models import Answer, Battle
-from arena.phases.models import PhaseContestant
-from evalsuite.models import EvalRun
-from frontend.competition_demo import (
+from arena.phases.demo import (
     AgentChange,
     DemoOutcome,
     agent_change_lines,
     contestants_silent,
     evaluations_unfinished,
 )
+from arena.phases.models import PhaseContestant
+from evalsuite.models import EvalRun
 from tests import factories
 
 pytestmark = pytest.mark.django_db

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from frontend.competition_demo import DEMO_AGENTS
+from arena.phases.demo import DEMO_AGENTS
 from tests.conftest import ROOT, TEST_MODELS_DIR
 
 pytestmark = pytest.mark.slow

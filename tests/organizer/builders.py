@@ -27,7 +27,7 @@ def agent(name: str, *, gpu_hours: float = 100, credit: float = 300, period: str
     )  # fmt: skip
     GpuLedger.objects.create(account=account, period=period)
     return Agent.objects.create(
-        name=name, cluster_account=account.name, credit_limit=Decimal(str(credit))
+        name=name, cluster_account=account, credit_limit=Decimal(str(credit))
     )
 
 

@@ -19,11 +19,11 @@ from agents.sandboxes import UnixSandboxes
 from agents.services import agent_deprovision, agent_provision
 from arena.competition.models import Phase
 from arena.leaderboard.services import phase_leaderboard_fit
+from arena.phases.demo import agents_run, arena_close_now, competition_start, phase_end_now
 from arena.phases.models import FeedbackBundle, PhaseContestant
 from arena.phases.services import Engine, phases_tick
 from arena.phases.serving import ArenaServers
 from cluster.slurm import cli
-from frontend.competition_demo import agents_run, arena_close_now, competition_start, phase_end_now
 from frontend.crowd import crowd_run
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -115,7 +115,7 @@ def test_two_phases_with_feedback_on_the_real_cluster(arena, slurm, shared_model
         arena_close_now(competition, phase_1)
         phases_tick(engine=engine)
         for agent in agents:
-            limit, usage = association(agent.cluster_account)
+            limit, usage = association(agent.cluster_account.name)
             assert limit == "billing=15000" and usage == 0  # 250 GPU-hours, from zero
             own = f"{agent.name}-phase-1"
             exported = cli_as(agent, "votes", "export")

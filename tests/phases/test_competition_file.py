@@ -608,7 +608,7 @@ def test_the_demo_starts_its_competition_from_its_file():
     """As before the file: two phases starting now, 6 h and 3 h, each followed by 1 h of
     arena, the first without feedback; its three reference agents run by hand, and the
     harness-driven agent run by the platform's own harness on the scripted model."""
-    from frontend.competition_demo import (
+    from arena.phases.demo import (
         DEMO_AGENTS,
         HARNESS_AGENT,
         HARNESS_MODEL,

@@ -48,7 +48,7 @@ def nominee(phase, name: str, sandboxes: Path, model: Path, card: str = factorie
     sandbox = sandboxes / name
     shutil.copytree(model, sandbox / "ckpt")
     (sandbox / "ckpt" / "optimizer.pt").write_bytes(b"not released")
-    agent = Agent.objects.create(name=name, cluster_account=account.name, sandbox=str(sandbox))
+    agent = Agent.objects.create(name=name, cluster_account=account, sandbox=str(sandbox))
     job = Job.objects.create(
         account=account, backend="slurm", scheduler_id=f"{name}-1", name="sft", qos="normal",
         nodes=1, gpus=2, time_limit_minutes=10, workdir="/tmp", script="", stdout_path="",

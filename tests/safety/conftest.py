@@ -68,7 +68,7 @@ def make_agent(root: Path, name: str) -> Made:
         storage_gib_limit=400,
     )
     agent = Agent.objects.create(
-        name=name, unix_user=f"agent_{name}", sandbox=str(sandbox), cluster_account=account.name
+        name=name, unix_user=f"agent_{name}", sandbox=str(sandbox), cluster_account=account
     )
     return Made(agent, sandbox, account)
 

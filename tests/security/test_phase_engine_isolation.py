@@ -79,7 +79,7 @@ def charged_seconds(slurm: SlurmBackend, agent) -> float:
     """GPU-seconds Slurm counts against the agent's budget, once it stops changing."""
     last = -1.0
     for _ in range(15):
-        now = slurm.charged_gpu_minutes(account=agent.cluster_account) * 60
+        now = slurm.charged_gpu_minutes(account=agent.cluster_account.name) * 60
         if now == last:
             return now
         last = now
@@ -137,7 +137,9 @@ def test_an_agent_that_breaks_its_feedback_folder_cannot_stop_the_phase_or_reset
     failure.refresh_from_db()
     assert failure.attempts == 3 and failure.resolved_at is None
     for agent in (mallory, victor):
-        assert slurm.charged_gpu_minutes(account=agent.cluster_account) * 60 >= used[agent.name]
+        assert (
+            slurm.charged_gpu_minutes(account=agent.cluster_account.name) * 60 >= used[agent.name]
+        )
 
     # The organizers see who failed and why.
     staff = Client()

@@ -173,8 +173,8 @@ def renaming_forever(player: Player) -> int:
 def test_an_agent_renaming_folders_stops_no_one_elses_storage_measurement(players, monkeypatch):
     ann, ben = players("sec_unbounded_e"), players("sec_unbounded_f")
     ben.attack("head -c 2097152 /dev/urandom > ~/real.bin")
-    ann_name = ann.provisioned.agent.cluster_account
-    ben_name = ben.provisioned.agent.cluster_account
+    ann_name = ann.provisioned.agent.cluster_account.name
+    ben_name = ben.provisioned.agent.cluster_account.name
 
     def check_ben(lines: dict) -> None:
         ben_account = ClusterAccount.objects.get(name=ben_name)

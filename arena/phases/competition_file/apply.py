@@ -365,10 +365,10 @@ def _phase_refusal(
 def _phase_usage(phase: Phase) -> dict[str, Decimal]:
     """The most any active agent has used, in this running phase, of each budget that is
     used up (GPU-hours, API credit, storage)."""
-    agents = list(Agent.objects.filter(active=True).exclude(cluster_account=""))
-    names = [agent.cluster_account for agent in agents]
-    gpu_seconds = GpuLedger.objects.filter(account__name__in=names, period=phase.label)
-    storage = ClusterAccount.objects.filter(name__in=names)
+    agents = list(Agent.objects.filter(active=True, cluster_account__isnull=False))
+    account_ids = [agent.cluster_account_id for agent in agents]
+    gpu_seconds = GpuLedger.objects.filter(account_id__in=account_ids, period=phase.label)
+    storage = ClusterAccount.objects.filter(pk__in=account_ids)
     # An agent's phase credit is granted on top of what it had spent and reserved, so what it
     # has used of this phase is what its limit leaves of the phase's amount.
     credit = [
@@ -386,7 +386,7 @@ def _phase_usage(phase: Phase) -> dict[str, Decimal]:
 def _credit_move(phase: Phase, delta: Decimal) -> None:
     """Move every active agent's credit limit by the change of the running phase's amount,
     never below what one spent and reserved (checked in the update itself)."""
-    agents = Agent.objects.filter(active=True).exclude(cluster_account="")
+    agents = Agent.objects.filter(active=True, cluster_account__isnull=False)
     total = agents.count()
     moved = agents.filter(
         credit_limit__gte=F("credit_spent") + F("credit_reserved") - delta

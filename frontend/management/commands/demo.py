@@ -21,12 +21,11 @@ from arena.battles.selectors import default_prompts
 from arena.battles.services import prompts_load
 from arena.competition.models import Competition
 from arena.leaderboard.services import phase_leaderboard_fit
-from arena.phases.serving import ArenaServers
-from evalsuite import hub
-from frontend.competition_demo import (
+from arena.phases.demo import (
     COMPETITION,
     HARNESS_AGENT,
     DemoOutcome,
+    Say,
     StageClock,
     agent_change_lines,
     agent_changes,
@@ -40,7 +39,6 @@ from frontend.competition_demo import (
     cluster_jobs_cancel,
     competition_start,
     contestants_silent,
-    crowd_vote,
     evaluations_start,
     evaluations_unfinished,
     evaluations_wait,
@@ -58,6 +56,9 @@ from frontend.competition_demo import (
     tick,
     training_environment_ensure,
 )
+from arena.phases.serving import ArenaServers
+from evalsuite import hub
+from frontend.crowd import crowd_run
 from infra.tiny_models import build_tiny_models
 
 
@@ -353,6 +354,19 @@ class Command(BaseCommand):
     def _say(self, line: str) -> None:
         self.stdout.write(f"    {line}")
         self.stdout.flush()
+
+
+def crowd_vote(url: str, battles: int, say: Say, *, seed: int) -> str:
+    """A simulated crowd votes through the site, as people would (the crowd is the site's:
+    the engine's demo module drives everything else)."""
+
+    def bar(done: int, wanted: int) -> None:
+        width = 30
+        filled = int(width * done / max(wanted, 1))
+        say(f"votes [{'#' * filled}{'.' * (width - filled)}] {done}/{wanted}")
+
+    report = crowd_run(url=url, voters=4, battles=battles, seed=seed, max_seconds=300, progress=bar)
+    return report.summary()
 
 
 def _number(value: float | None) -> str:

@@ -29,7 +29,6 @@ import httpx
 from django.conf import settings
 from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
 from django.contrib.auth.models import User
-from django.utils import timezone
 
 from agents.models import Agent, Nomination, Upstream
 from agents.reference.install import reference_agent_install
@@ -46,6 +45,8 @@ from arena.phases.models import PhaseContestant
 from arena.phases.services import (
     REFERENCE_NAMES,
     evaluations_queue_served,
+    phase_arena_close_early,
+    phase_end_early,
     phases_tick,
 )
 from arena.phases.serving import ArenaServers
@@ -56,20 +57,19 @@ from evalsuite.models import BenchmarkResult, EvalRun
 from evalsuite.registry import unmeasured_notes
 from evalsuite.selectors import phase_report
 from evalsuite.services import evaluations_collect
-from frontend.crowd import crowd_run
 from safety.selectors import findings_for_dashboard
 from safety.services import audit_run
 
 # name -> recipe: three different agents, so the arena has something to compare.
 DEMO_AGENTS = {"ref_sft": "sft", "ref_lora": "lora", "ref_dpo": "sft-dpo"}
 COMPETITION = "demo"
-DEMO_FILE = Path(__file__).resolve().parents[1] / "infra" / "competitions" / "demo.toml"
+DEMO_FILE = Path(__file__).resolve().parents[2] / "infra" / "competitions" / "demo.toml"
 # The harness-driven agent: the platform's own harness (agents/harness), supervised like any
 # run, its model the scripted upstream playing policies/demo.json (no model here can use tools).
 HARNESS_AGENT = "scout"
 HARNESS_MODEL = "scripted-agent"
 HARNESS_POLICY = (
-    Path(__file__).resolve().parents[1] / "agents" / "harness" / "policies" / "demo.json"
+    Path(__file__).resolve().parents[2] / "agents" / "harness" / "policies" / "demo.json"
 )
 HARNESS_RUN_TIMEOUT_S = 600.0
 
@@ -121,7 +121,7 @@ class DemoOutcome:
 
 
 # --- the agents' software and the shared base model -------------------------------------------
-TRAINING_ENV_SETUP = Path(__file__).resolve().parents[1] / "infra" / "training_env" / "setup.sh"
+TRAINING_ENV_SETUP = Path(__file__).resolve().parents[2] / "infra" / "training_env" / "setup.sh"
 
 
 def training_environment_ensure(say: Say) -> Path:
@@ -142,7 +142,7 @@ def training_environment_ensure(say: Say) -> Path:
     return settings.AGENTS_TRAIN_PYTHON
 
 
-FIREWALL_SETUP = Path(__file__).resolve().parents[1] / "infra" / "firewall" / "setup.sh"
+FIREWALL_SETUP = Path(__file__).resolve().parents[2] / "infra" / "firewall" / "setup.sh"
 
 
 def firewall_ensure(say: Say) -> None:
@@ -374,29 +374,15 @@ def _relay(name: str, process: subprocess.Popen[str], say: Say) -> None:
 
 def phase_end_now(phase: Phase) -> None:
     """The organizer ends a phase now (every agent has nominated) and opens its arena."""
-    Phase.objects.filter(pk=phase.pk).update(ends_at=timezone.now())
+    phase_end_early(phase=phase)
 
 
 def arena_close_now(competition: Competition, phase: Phase) -> None:
     """The organizer closes a phase's arena now: the next phase starts now (keeping its
     length), or the last phase's arena closes."""
-    now = timezone.now()
-    following = competition.phases.filter(number=phase.number + 1).first()
-    if following is None:
-        Phase.objects.filter(pk=phase.pk).update(arena_closes_at=now)
-        return
-    length = following.ends_at - following.starts_at
-    Phase.objects.filter(pk=following.pk).update(starts_at=now, ends_at=now + length)
-
-
-def crowd_vote(url: str, battles: int, say: Say, *, seed: int) -> str:
-    def bar(done: int, wanted: int) -> None:
-        width = 30
-        filled = int(width * done / max(wanted, 1))
-        say(f"votes [{'#' * filled}{'.' * (width - filled)}] {done}/{wanted}")
-
-    report = crowd_run(url=url, voters=4, battles=battles, seed=seed, max_seconds=300, progress=bar)
-    return report.summary()
+    if phase.competition_id != competition.pk:
+        raise ValueError(f"{phase.label} is not a phase of {competition.name}")
+    phase_arena_close_early(phase=phase)
 
 
 def leaderboard_lines(label: str) -> list[str]:
