@@ -97,8 +97,14 @@ class Budget(Reply):
     submissions_blocked: str | None = None
 
 
-@router.get("/budget", response=replies({200: Budget}), exclude_unset=True, operation_id="budget", url_name="api-budget",
-            summary="your GPU-hours, GPUs running, storage and API credit")  # fmt: skip
+@router.get(
+    "/budget",
+    response=replies({200: Budget}),
+    exclude_unset=True,
+    operation_id="budget",
+    url_name="api-budget",
+    summary="your GPU-hours, GPUs running, storage and API credit",
+)
 def budget(request: HttpRequest) -> dict[str, Any]:
     return agent_budget(caller(request))
 
@@ -133,9 +139,6 @@ class JobList(Schema):
     jobs: list[JobOut]
 
 
-PositiveInt = Annotated[int, Field(ge=1)]
-
-
 class JobSubmission(Body):
     name: str = "job"
     script: Annotated[
@@ -154,16 +157,26 @@ class JobSubmission(Body):
     env: Annotated[dict[str, str], said("'env' must map names to strings")] = {}
 
 
-@router.get("/jobs", response=replies({200: JobList}), operation_id="jobs_list", url_name="api-jobs",
-            summary="your jobs, newest first (at most 200)")  # fmt: skip
+@router.get(
+    "/jobs",
+    response=replies({200: JobList}),
+    operation_id="jobs_list",
+    url_name="api-jobs",
+    summary="your jobs, newest first (at most 200)",
+)
 def jobs_list(request: HttpRequest) -> dict[str, Any]:
     account = ClusterAccount.objects.get(name=caller(request).cluster_account)
     cluster_sync(account_names=[account.name])
     return {"jobs": [job_json(j) for j in account.jobs.order_by("-submitted_at")[:200]]}
 
 
-@router.post("/jobs", response=replies({201: JobOut}, 402), operation_id="jobs_submit", url_name="api-jobs",
-             summary="submit a batch job under your account")  # fmt: skip
+@router.post(
+    "/jobs",
+    response=replies({201: JobOut}, 402),
+    operation_id="jobs_submit",
+    url_name="api-jobs",
+    summary="submit a batch job under your account",
+)
 def jobs_submit(request: HttpRequest, submission: JobSubmission) -> Status[dict[str, Any]]:
     agent = caller(request)
     account = ClusterAccount.objects.get(name=agent.cluster_account)
@@ -180,8 +193,13 @@ def jobs_submit(request: HttpRequest, submission: JobSubmission) -> Status[dict[
     return Status(201, job_json(job_submit(account=account, request=parsed)))
 
 
-@router.get("/jobs/{job_id}", response=replies({200: JobDetail}, 404), operation_id="jobs_show", url_name="api-job",
-            summary="one of your jobs, with the tail of its output")  # fmt: skip
+@router.get(
+    "/jobs/{job_id}",
+    response=replies({200: JobDetail}, 404),
+    operation_id="jobs_show",
+    url_name="api-job",
+    summary="one of your jobs, with the tail of its output",
+)
 def jobs_show(request: HttpRequest, job_id: str) -> dict[str, Any]:
     agent = caller(request)
     job = _own_job(agent, job_id)
@@ -190,8 +208,13 @@ def jobs_show(request: HttpRequest, job_id: str) -> dict[str, Any]:
     return {**job_json(job), "output_tail": job_output(job, tail_bytes=16 * 1024)}
 
 
-@router.post("/jobs/{job_id}/cancel", response=replies({200: JobOut}, 404, 409), operation_id="jobs_cancel",
-             url_name="api-job-cancel", summary="cancel one of your jobs")  # fmt: skip
+@router.post(
+    "/jobs/{job_id}/cancel",
+    response=replies({200: JobOut}, 404, 409),
+    operation_id="jobs_cancel",
+    url_name="api-job-cancel",
+    summary="cancel one of your jobs",
+)
 def jobs_cancel(request: HttpRequest, job_id: str) -> dict[str, Any]:
     agent = caller(request)
     job = _own_job(agent, job_id)
@@ -292,15 +315,25 @@ class DataRegistration(Body):
     reason: str = ""
 
 
-@router.get("/data", response=replies({200: DataList}), operation_id="data_list", url_name="api-data",
-            summary="your data records")  # fmt: skip
+@router.get(
+    "/data",
+    response=replies({200: DataList}),
+    operation_id="data_list",
+    url_name="api-data",
+    summary="your data records",
+)
 def data_list(request: HttpRequest) -> dict[str, Any]:
     return {"data": [data_json(r) for r in caller(request).data_records.all()]}
 
 
-@router.post("/data", response=replies({201: DataRecordOut}), operation_id="data_register",
-             url_name="api-data", summary="record a data file or folder in your sandbox: "
-             "sha256, rows, tokens, sources, licence, reason")  # fmt: skip
+@router.post(
+    "/data",
+    response=replies({201: DataRecordOut}),
+    operation_id="data_register",
+    url_name="api-data",
+    summary="record a data file or folder in your sandbox: "
+    "sha256, rows, tokens, sources, licence, reason",
+)
 def data_register_view(
     request: HttpRequest, registration: DataRegistration
 ) -> Status[dict[str, Any]]:
@@ -332,15 +365,24 @@ class CheckpointRegistration(Body):
     parent: Annotated[int | None, said("'parent' must be a checkpoint id")] = None
 
 
-@router.get("/checkpoints", response=replies({200: CheckpointList}), operation_id="checkpoints_list",
-            url_name="api-checkpoints", summary="your checkpoints, with lineage")  # fmt: skip
+@router.get(
+    "/checkpoints",
+    response=replies({200: CheckpointList}),
+    operation_id="checkpoints_list",
+    url_name="api-checkpoints",
+    summary="your checkpoints, with lineage",
+)
 def checkpoints_list(request: HttpRequest) -> dict[str, Any]:
     return {"checkpoints": [checkpoint_json(c) for c in caller(request).checkpoints.all()]}
 
 
-@router.post("/checkpoints", response=replies({201: CheckpointOut}), operation_id="checkpoints_register",
-             url_name="api-checkpoints",
-             summary="validate and record a checkpoint made by one of your completed jobs")  # fmt: skip
+@router.post(
+    "/checkpoints",
+    response=replies({201: CheckpointOut}),
+    operation_id="checkpoints_register",
+    url_name="api-checkpoints",
+    summary="validate and record a checkpoint made by one of your completed jobs",
+)
 def checkpoints_register(
     request: HttpRequest, registration: CheckpointRegistration
 ) -> Status[dict[str, Any]]:
@@ -396,16 +438,25 @@ class NominationChoice(Body):
     ]  # fmt: skip
 
 
-@router.get("/nomination", response=replies({200: NominationList}), operation_id="nominations_list",
-            url_name="api-nomination", summary="your nominations, per phase")  # fmt: skip
+@router.get(
+    "/nomination",
+    response=replies({200: NominationList}),
+    operation_id="nominations_list",
+    url_name="api-nomination",
+    summary="your nominations, per phase",
+)
 def nominations_list(request: HttpRequest) -> dict[str, Any]:
     chosen = caller(request).nominations.select_related("phase")
     return {"nominations": [nomination_json(n) for n in chosen]}
 
 
-@router.post("/nomination", response=replies({200: NominationOut}, 409), operation_id="nominate",
-             url_name="api-nomination",
-             summary="nominate a checkpoint for the current phase (changeable until it freezes)")  # fmt: skip
+@router.post(
+    "/nomination",
+    response=replies({200: NominationOut}, 409),
+    operation_id="nominate",
+    url_name="api-nomination",
+    summary="nominate a checkpoint for the current phase (changeable until it freezes)",
+)
 def nominate(request: HttpRequest, choice: NominationChoice) -> dict[str, Any]:
     chosen = nomination_set(
         agent=caller(request), checkpoint_id=choice.checkpoint, model_card=choice.model_card
@@ -462,16 +513,26 @@ class JournalAddition(Body):
     ] = "note"
 
 
-@router.get("/journal", response=replies({200: JournalList}), operation_id="journal_list", url_name="api-journal",
-            summary="your own experiment journal, the latest entries oldest first")  # fmt: skip
+@router.get(
+    "/journal",
+    response=replies({200: JournalList}),
+    operation_id="journal_list",
+    url_name="api-journal",
+    summary="your own experiment journal, the latest entries oldest first",
+)
 def journal_list(request: HttpRequest, query: Query[JournalQuery]) -> dict[str, Any]:
     entries = journal_entries(caller(request), limit=int(query.limit))
     return {"entries": [journal_json(e) for e in entries]}
 
 
-@router.post("/journal", response=replies({201: JournalEntryOut}, 429), operation_id="journal_add",
-             url_name="api-journal", summary="add an entry (a hypothesis, a result, a decision, "
-             "a note); append-only: no route changes or deletes one")  # fmt: skip
+@router.post(
+    "/journal",
+    response=replies({201: JournalEntryOut}, 429),
+    operation_id="journal_add",
+    url_name="api-journal",
+    summary="add an entry (a hypothesis, a result, a decision, "
+    "a note); append-only: no route changes or deletes one",
+)
 def journal_add_view(request: HttpRequest, addition: JournalAddition) -> Status[dict[str, Any]]:
     entry = journal_add(agent=caller(request), text=addition.text, kind=addition.kind)
     return Status(201, journal_json(entry))
@@ -509,9 +570,13 @@ class TrajectoryReceipt(Schema):
     recorded_at: str
 
 
-@router.post("/trajectory/events", response=replies({201: TrajectoryReceipt}, 429),
-             operation_id="trajectory_append", url_name="api-trajectory-events",
-             summary="append a tool call your harness made (append only: no route reads it back)")  # fmt: skip
+@router.post(
+    "/trajectory/events",
+    response=replies({201: TrajectoryReceipt}, 429),
+    operation_id="trajectory_append",
+    url_name="api-trajectory-events",
+    summary="append a tool call your harness made (append only: no route reads it back)",
+)
 def trajectory_append(request: HttpRequest, report: ToolCallReport) -> Status[dict[str, Any]]:
     event = tool_call_record(agent=caller(request), report=report.model_dump())
     return Status(201, {"id": event.pk, "recorded_at": event.created_at.isoformat()})

@@ -81,26 +81,40 @@ class EvalRequest(Schema):
     ] = []
 
 
-@router.get("/evals", response=replies({200: Evals}), operation_id="evals", url_name="api-evals",
-            summary="your evaluated checkpoints' scores (proxy benchmarks only until the "
-            "competition ends), your Pareto set and post-peak warning")  # fmt: skip
+@router.get(
+    "/evals",
+    response=replies({200: Evals}),
+    operation_id="evals",
+    url_name="api-evals",
+    summary="your evaluated checkpoints' scores (proxy benchmarks only until the "
+    "competition ends), your Pareto set and post-peak warning",
+)
 def evals(request: HttpRequest) -> dict[str, Any]:
     agent = caller(request)
     progress = agent_progress(agent, include_held_out=held_out_visible(agent))
     return {**agent_visible_evals(agent), "progress": progress}
 
 
-@router.get("/evals/runs", response=replies({200: EvalRunList}), operation_id="eval_runs_list",
-            url_name="api-eval-runs", summary="your on-demand evaluation runs")  # fmt: skip
+@router.get(
+    "/evals/runs",
+    response=replies({200: EvalRunList}),
+    operation_id="eval_runs_list",
+    url_name="api-eval-runs",
+    summary="your on-demand evaluation runs",
+)
 def eval_runs_list(request: HttpRequest) -> dict[str, Any]:
     agent = caller(request)
     _collect_if_queued(agent)
     return {"runs": [run_json(run) for run in agent_requested_runs(agent)]}
 
 
-@router.post("/evals/runs", response=replies({201: EvalRunOut}, 402, 404, 409, 429),
-             operation_id="eval_runs_start", url_name="api-eval-runs",
-             summary="evaluate one of your checkpoints on proxy benchmarks")  # fmt: skip
+@router.post(
+    "/evals/runs",
+    response=replies({201: EvalRunOut}, 402, 404, 409, 429),
+    operation_id="eval_runs_start",
+    url_name="api-eval-runs",
+    summary="evaluate one of your checkpoints on proxy benchmarks",
+)
 def eval_runs_start(request: HttpRequest, asked: EvalRequest) -> Status[dict[str, Any]]:
     run = agent_evaluation_request(
         agent=caller(request), checkpoint_id=asked.checkpoint, benchmark_names=asked.benchmarks
@@ -108,9 +122,13 @@ def eval_runs_start(request: HttpRequest, asked: EvalRequest) -> Status[dict[str
     return Status(201, run_json(run))
 
 
-@router.get("/evals/runs/{run_id}", response=replies({200: EvalRunOut}, 404),
-            operation_id="eval_runs_show", url_name="api-eval-run",
-            summary="one of your runs, with every item's answer")  # fmt: skip
+@router.get(
+    "/evals/runs/{run_id}",
+    response=replies({200: EvalRunOut}, 404),
+    operation_id="eval_runs_show",
+    url_name="api-eval-run",
+    summary="one of your runs, with every item's answer",
+)
 def eval_runs_show(request: HttpRequest, run_id: str) -> dict[str, Any]:
     run = agent_requested_run(caller(request), _run_id(run_id))
     if run is None:
@@ -121,9 +139,13 @@ def eval_runs_show(request: HttpRequest, run_id: str) -> dict[str, Any]:
     return run_json(run, items=True)
 
 
-@router.post("/evals/runs/{run_id}/cancel", response=replies({200: EvalRunOut}, 404, 409, 502),
-             operation_id="eval_runs_cancel", url_name="api-eval-run-cancel",
-             summary="cancel a queued or running run of yours")  # fmt: skip
+@router.post(
+    "/evals/runs/{run_id}/cancel",
+    response=replies({200: EvalRunOut}, 404, 409, 502),
+    operation_id="eval_runs_cancel",
+    url_name="api-eval-run-cancel",
+    summary="cancel a queued or running run of yours",
+)
 def eval_runs_cancel(request: HttpRequest, run_id: str) -> dict[str, Any]:
     return run_json(agent_evaluation_cancel(agent=caller(request), run_id=_run_id(run_id)))
 

@@ -71,9 +71,13 @@ def _feedback_phase(agent: Agent, label: str | None) -> Phase:
     return phase
 
 
-@router.get("/votes", response=replies({200: Votes}, 403), operation_id="votes_export",
-            url_name="api-votes",
-            summary="your own model's battles of a phase you were given feedback on")  # fmt: skip
+@router.get(
+    "/votes",
+    response=replies({200: Votes}, 403),
+    operation_id="votes_export",
+    url_name="api-votes",
+    summary="your own model's battles of a phase you were given feedback on",
+)
 def votes(request: HttpRequest, query: Query[PhaseQuery]) -> dict[str, Any]:
     agent = caller(request)
     phase = _feedback_phase(agent, query.phase)
@@ -87,10 +91,13 @@ def votes(request: HttpRequest, query: Query[PhaseQuery]) -> dict[str, Any]:
     }
 
 
-@router.get("/leaderboard", response=replies({200: Leaderboard}, 403, 404, 503),
-            operation_id="leaderboard", url_name="api-leaderboard",
-            summary="the leaderboard of a phase you were given feedback on, overall or of one "
-            "category")  # fmt: skip
+@router.get(
+    "/leaderboard",
+    response=replies({200: Leaderboard}, 403, 404, 503),
+    operation_id="leaderboard",
+    url_name="api-leaderboard",
+    summary="the leaderboard of a phase you were given feedback on, overall or of one category",
+)
 def leaderboard(request: HttpRequest, query: Query[LeaderboardQuery]) -> dict[str, Any]:
     agent = caller(request)
     if query.category:
