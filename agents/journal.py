@@ -24,12 +24,12 @@ LIST_MAX = 500
 
 
 class JournalRefused(Exception):
-    """Why an entry was not written, in words the agent can act on; `status` is the HTTP
-    status the API answers with (400 a bad entry, 429 over a limit)."""
+    """Why an entry was not written, in words the agent can act on; `code` is "refused" for a
+    bad entry, "limit" for one over a limit (arena/api_v1.py answers 400 and 429)."""
 
-    def __init__(self, message: str, *, status: int = 400) -> None:
+    def __init__(self, message: str, *, code: str = "refused") -> None:
         super().__init__(message)
-        self.status = status
+        self.code = code
 
 
 def journal_add(
@@ -63,7 +63,7 @@ def journal_add(
             raise JournalRefused(
                 f"your journal is full ({MAX_ENTRIES_PER_AGENT:,} entries): the platform keeps "
                 "no more; ask the organizers if you need more",
-                status=429,
+                code="limit",
             )
         last_hour = entries.filter(created_at__gt=now - dt.timedelta(hours=1))
         if last_hour.count() >= MAX_ENTRIES_PER_HOUR:
@@ -72,7 +72,7 @@ def journal_add(
             raise JournalRefused(
                 f"at most {MAX_ENTRIES_PER_HOUR} journal entries an hour: try again in {wait} s, "
                 "or put several thoughts into one entry",
-                status=429,
+                code="limit",
             )
         return JournalEntry.objects.create(
             agent=agent, kind=kind, text=text, phase=phase_current(), created_at=now

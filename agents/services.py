@@ -191,7 +191,12 @@ def agent_deprovision(
 
 
 class RegistrationRefused(ValueError):
-    """Bad input for a data or checkpoint registration, said so the agent can fix it."""
+    """Bad input for a data or checkpoint registration, said so the agent can fix it; `code`
+    is "phase_closed" for a nomination after its phase froze, else "refused"."""
+
+    def __init__(self, message: str, *, code: str = "refused") -> None:
+        super().__init__(message)
+        self.code = code
 
 
 MAX_DATA_FOLDER_ENTRIES = 100_000
@@ -357,7 +362,8 @@ def nomination_set(*, agent: Agent, checkpoint_id: int, model_card: str) -> Nomi
         if not phase.accepts_nominations(timezone.now()):
             raise RegistrationRefused(
                 f"nominations for {phase.label} closed at {phase.ends_at:%Y-%m-%d %H:%M:%S} UTC"
-                f" (the phase is {phase.state})"
+                f" (the phase is {phase.state})",
+                code="phase_closed",
             )
         checkpoint = Checkpoint.objects.filter(agent=agent, pk=checkpoint_id).first()
         if checkpoint is None:

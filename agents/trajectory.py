@@ -54,6 +54,8 @@ REDACTED = "[redacted]"
 class TrajectoryDayFull(Exception):
     """The agent's trajectory reached its bound for the day; the event was not recorded."""
 
+    code = "trajectory_full"
+
 
 def day_bounds() -> tuple[int, int]:
     """(events, bytes) an agent may record in one UTC day; settings may lower or raise them."""
@@ -361,6 +363,8 @@ def api_call_record(
 
 class ToolCallRefused(ValueError):
     """A reported tool call that is not well formed."""
+
+    code = "bad_request"
 
 
 def tool_call_record(*, agent: Agent, report: Any) -> TrajectoryEvent:

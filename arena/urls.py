@@ -1,11 +1,12 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from arena import api_v1
+
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("api/v1/", api_v1.urls),
     path("", include("agents.urls")),
-    path("", include("arena.phases.urls")),
-    path("", include("evalsuite.urls")),
     path("", include("frontend.urls")),
 ]
 

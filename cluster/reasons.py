@@ -139,6 +139,21 @@ UNKNOWN_LIMIT = (
 )
 
 
+# Slurm's words for a job larger than the GPU-hours its account has left (alone, or with its
+# running jobs).
+OVER_BUDGET = (
+    "AssocGrpGRESMinutes",
+    "AssocGrpBillingMinutes",
+    "AssocGrpBillingRunMinutes",
+    "AssocGrpGRESRunMinutes",
+)
+
+
+def submit_refusal_code(stderr: str) -> str:
+    """SubmitRefused's code for the scheduler's refusal: "over_budget" or "refused"."""
+    return "over_budget" if any(f.lower() in stderr.lower() for f in OVER_BUDGET) else "refused"
+
+
 def submit_error(stderr: str, *, max_job_hours: int | None = None, blocked_reason: str = "") -> str:
     """Why the scheduler refused a job, in words. `max_job_hours` and `blocked_reason` are
     what the platform knows of the account; without them the sentence leaves them out."""

@@ -235,7 +235,8 @@ def _check_budget(account: ClusterAccount, request: JobRequest, used_hours: floa
         raise SubmitRefused(
             f"the job would overrun the account's GPU-hour budget: its {request.gpus} GPU(s) for up to "
             f"{request.time_limit_minutes} min could use {asked:.2f} GPU-h and {left:.2f} of "
-            f"{float(account.gpu_hours_limit):g} GPU-h are left"
+            f"{float(account.gpu_hours_limit):g} GPU-h are left",
+            code="over_budget",
         )
 
 
@@ -247,7 +248,7 @@ def _in_words(refused: SubmitRefused, account: ClusterAccount) -> SubmitRefused:
     message = submit_error(
         refused.detail, max_job_hours=account.max_job_hours, blocked_reason=account.blocked_reason
     )
-    return SubmitRefused(message, detail=refused.detail)
+    return SubmitRefused(message, detail=refused.detail, code=refused.code)
 
 
 def _check_request(account: ClusterAccount, request: JobRequest) -> JobRequest:

@@ -5,10 +5,15 @@ its on-demand runs, `POST`/`GET /api/v1/evals/runs`, `GET /api/v1/evals/runs/<id
 
 from __future__ import annotations
 
-from django.http import HttpRequest, JsonResponse
+from typing import Annotated, Any, Literal
 
-from agents.api import agent_api, error, json_body
+from django.http import HttpRequest
+from ninja import Field, Router, Schema, Status
+from pydantic import BaseModel, ConfigDict
+
+from agents.api import caller
 from agents.models import Agent
+from arena.json_api import ApiError, replies, said
 from evalsuite.agent_progress import (
     agent_progress,
     agent_requested_run,
@@ -17,75 +22,143 @@ from evalsuite.agent_progress import (
     run_json,
 )
 from evalsuite.models import EvalRun
-from evalsuite.on_demand import (
-    EvalRequestRefused,
-    agent_evaluation_cancel,
-    agent_evaluation_request,
-)
+from evalsuite.on_demand import agent_evaluation_cancel, agent_evaluation_request
 from evalsuite.selectors import agent_visible_evals
 from evalsuite.services import evaluations_collect
+
+router = Router(tags=["evaluations"])
 
 MAX_NAMES = 64
 
 
-@agent_api("GET")
-def evals(request: HttpRequest, agent: Agent) -> JsonResponse:
+class Evals(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    held_out_visible: bool
+    checkpoints: list[dict[str, Any]]
+    progress: dict[str, Any] = Field(description="your Pareto set and post-peak warning")
+
+
+class BenchmarkResult(BaseModel):
+    """A benchmark's score; one run shown alone adds `items`, every item's value, answer and
+    the scorer's note."""
+
+    model_config = ConfigDict(extra="allow")
+
+    benchmark: str
+    score: float | None
+    stderr: float | None
+    n: int
+    domain: str
+    error: str
+
+
+class EvalRunOut(Schema):
+    id: int
+    checkpoint: int
+    phase: str
+    state: Literal["queued", "done", "failed", "cancelled"]
+    benchmarks: list[str]
+    job: str | None
+    error: str
+    created_at: str
+    finished_at: str | None
+    results: list[BenchmarkResult]
+
+
+class EvalRunList(Schema):
+    runs: list[EvalRunOut]
+
+
+class EvalRequest(Schema):
+    model_config = ConfigDict(strict=True)
+
+    checkpoint: Annotated[int, said("'checkpoint' (one of your checkpoint ids) is required")]
+    benchmarks: Annotated[
+        list[str],
+        Field(max_length=MAX_NAMES, description="proxy benchmark names (default: all of them)"),
+        said("'benchmarks' must be a list of benchmark names"),
+    ] = []
+
+
+@router.get(
+    "/evals",
+    response=replies({200: Evals}),
+    operation_id="evals",
+    url_name="api-evals",
+    summary="your evaluated checkpoints' scores (proxy benchmarks only until the "
+    "competition ends), your Pareto set and post-peak warning",
+)
+def evals(request: HttpRequest) -> dict[str, Any]:
+    agent = caller(request)
     progress = agent_progress(agent, include_held_out=held_out_visible(agent))
-    return JsonResponse({**agent_visible_evals(agent), "progress": progress})
+    return {**agent_visible_evals(agent), "progress": progress}
 
 
-@agent_api("GET", "POST")
-def eval_runs(request: HttpRequest, agent: Agent) -> JsonResponse:
-    if request.method == "GET":
-        _collect_if_queued(agent)
-        return JsonResponse({"runs": [run_json(run) for run in agent_requested_runs(agent)]})
-    body = json_body(request)
-    if isinstance(body, JsonResponse):
-        return body
-    checkpoint, names = body.get("checkpoint"), body.get("benchmarks", [])
-    if not isinstance(checkpoint, int) or isinstance(checkpoint, bool):
-        return error(400, "'checkpoint' (one of your checkpoint ids) is required", "bad_request")
-    if (
-        not isinstance(names, list)
-        or len(names) > MAX_NAMES
-        or not all(isinstance(name, str) for name in names)
-    ):
-        return error(400, "'benchmarks' must be a list of benchmark names", "bad_request")
-    try:
-        run = agent_evaluation_request(agent=agent, checkpoint_id=checkpoint, benchmark_names=names)
-    except EvalRequestRefused as refused:
-        return error(refused.status, str(refused), refused.code)
-    return JsonResponse(run_json(run), status=201)
+@router.get(
+    "/evals/runs",
+    response=replies({200: EvalRunList}),
+    operation_id="eval_runs_list",
+    url_name="api-eval-runs",
+    summary="your on-demand evaluation runs",
+)
+def eval_runs_list(request: HttpRequest) -> dict[str, Any]:
+    agent = caller(request)
+    _collect_if_queued(agent)
+    return {"runs": [run_json(run) for run in agent_requested_runs(agent)]}
 
 
-@agent_api("GET")
-def eval_run(request: HttpRequest, agent: Agent, run_id: str) -> JsonResponse:
-    run = agent_requested_run(agent, int(run_id)) if _is_run_id(run_id) else None
+@router.post(
+    "/evals/runs",
+    response=replies({201: EvalRunOut}, 402, 404, 409, 429),
+    operation_id="eval_runs_start",
+    url_name="api-eval-runs",
+    summary="evaluate one of your checkpoints on proxy benchmarks",
+)
+def eval_runs_start(request: HttpRequest, asked: EvalRequest) -> Status[dict[str, Any]]:
+    run = agent_evaluation_request(
+        agent=caller(request), checkpoint_id=asked.checkpoint, benchmark_names=asked.benchmarks
+    )
+    return Status(201, run_json(run))
+
+
+@router.get(
+    "/evals/runs/{run_id}",
+    response=replies({200: EvalRunOut}, 404),
+    operation_id="eval_runs_show",
+    url_name="api-eval-run",
+    summary="one of your runs, with every item's answer",
+)
+def eval_runs_show(request: HttpRequest, run_id: str) -> dict[str, Any]:
+    run = agent_requested_run(caller(request), _run_id(run_id))
     if run is None:
-        return _no_such_run(run_id)
+        raise _no_such_run(run_id)
     if run.state == EvalRun.State.QUEUED:
         evaluations_collect()
         run.refresh_from_db()
-    return JsonResponse(run_json(run, items=True))
+    return run_json(run, items=True)
 
 
-@agent_api("POST")
-def eval_run_cancel(request: HttpRequest, agent: Agent, run_id: str) -> JsonResponse:
-    if not _is_run_id(run_id):
-        return _no_such_run(run_id)
-    try:
-        run = agent_evaluation_cancel(agent=agent, run_id=int(run_id))
-    except EvalRequestRefused as refused:
-        return error(refused.status, str(refused), refused.code)
-    return JsonResponse(run_json(run))
+@router.post(
+    "/evals/runs/{run_id}/cancel",
+    response=replies({200: EvalRunOut}, 404, 409, 502),
+    operation_id="eval_runs_cancel",
+    url_name="api-eval-run-cancel",
+    summary="cancel a queued or running run of yours",
+)
+def eval_runs_cancel(request: HttpRequest, run_id: str) -> dict[str, Any]:
+    return run_json(agent_evaluation_cancel(agent=caller(request), run_id=_run_id(run_id)))
 
 
-def _is_run_id(text: str) -> bool:
-    return text.isdecimal() and len(text) < 12
+def _run_id(text: str) -> int:
+    """A run's id from the path, which the agent wrote: digits only, and not too many."""
+    if not (text.isdecimal() and len(text) < 12):
+        raise _no_such_run(text)
+    return int(text)
 
 
-def _no_such_run(run_id: str) -> JsonResponse:
-    return error(404, f"you have no evaluation run {run_id[:32]}", "not_found")
+def _no_such_run(run_id: str) -> ApiError:
+    return ApiError("not_found", f"you have no evaluation run {run_id[:32]}")
 
 
 def _collect_if_queued(agent: Agent) -> None:

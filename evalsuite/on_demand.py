@@ -63,12 +63,11 @@ from evalsuite.registry import benchmark, benchmarks
 
 
 class EvalRequestRefused(Exception):
-    """The request cannot be run; `code` and `status` are the API's."""
+    """The request cannot be run; `code` is the API's (arena/api_v1.py gives its status)."""
 
-    def __init__(self, message: str, *, code: str, status: int = 400) -> None:
+    def __init__(self, message: str, *, code: str) -> None:
         super().__init__(message)
         self.code = code
-        self.status = status
 
 
 def on_demand_benchmarks() -> list[str]:
@@ -116,17 +115,13 @@ def agent_evaluation_request(
     names = requested_benchmarks(benchmark_names)
     checkpoint = Checkpoint.objects.filter(agent=agent, pk=checkpoint_id).first()
     if checkpoint is None:
-        raise EvalRequestRefused(
-            f"you have no checkpoint {checkpoint_id}", code="not_found", status=404
-        )
+        raise EvalRequestRefused(f"you have no checkpoint {checkpoint_id}", code="not_found")
     phase = phase_current()
     if phase is None:
-        raise EvalRequestRefused("no phase has begun", code="no_phase", status=409)
+        raise EvalRequestRefused("no phase has begun", code="no_phase")
     account = agent.cluster_account
     if account is None or not agent.sandbox:
-        raise EvalRequestRefused(
-            "you have no cluster account or sandbox", code="not_provisioned", status=409
-        )
+        raise EvalRequestRefused("you have no cluster account or sandbox", code="not_provisioned")
     judged = [name for name in names if benchmark(name).scorer == "judge"]
     if judged:
         _judge_check(agent, judged)
@@ -142,7 +137,6 @@ def agent_evaluation_request(
                 f"you have {queued} evaluations queued, the most at once is {limit}; "
                 "wait for one to finish",
                 code="too_many_runs",
-                status=429,
             )
         run = EvalRun.objects.create(
             phase=phase,
@@ -169,7 +163,6 @@ def _judge_check(agent: Agent, judged: list[str]) -> None:
             f"{', '.join(judged)} is graded by a judge model and the organizers have set up no "
             f"judge; leave it out, or ask them for the proxy upstream {JUDGE_UPSTREAM!r}",
             code="no_judge",
-            status=409,
         )
     agent.refresh_from_db()
     left = agent.credit_limit - agent.credit_spent - agent.credit_reserved
@@ -181,7 +174,6 @@ def _judge_check(agent: Agent, judged: list[str]) -> None:
             f"credit, and a run needs at least ${needed:.2f} of it; leave the judged "
             "benchmarks out, or wait for the next phase's credit",
             code="credit_exhausted",
-            status=402,
         )
 
 
@@ -223,22 +215,18 @@ def agent_evaluation_cancel(
             .first()
         )
         if run is None:
-            raise EvalRequestRefused(
-                f"you have no evaluation run {run_id}", code="not_found", status=404
-            )
+            raise EvalRequestRefused(f"you have no evaluation run {run_id}", code="not_found")
         if run.state != EvalRun.State.QUEUED:
             raise EvalRequestRefused(
                 f"evaluation run {run_id} is already {run.state}: only a queued or running "
                 "run can be cancelled",
                 code="run_finished",
-                status=409,
             )
         if run.job is not None and run.job.finished:
             raise EvalRequestRefused(
                 f"evaluation run {run_id} has already ended (its job {run.job.scheduler_id} is "
                 f"{run.job.state}); its results are being collected",
                 code="run_finished",
-                status=409,
             )
         if run.job is not None:
             try:
@@ -248,7 +236,6 @@ def agent_evaluation_cancel(
                     f"the scheduler did not cancel job {run.job.scheduler_id} of run {run_id} "
                     f"({str(failed)[:300]}); try again",
                     code="cancel_failed",
-                    status=502,
                 ) from None
         run.state = EvalRun.State.CANCELLED
         run.error = "cancelled by its agent"

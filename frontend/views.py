@@ -5,7 +5,6 @@ Nothing here returns a contestant's identity before the battle's vote is recorde
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 
@@ -18,6 +17,7 @@ from django.views.decorators.http import require_GET, require_POST
 from arena.battles.selectors import prompt_suggest
 from arena.battles.services import BattleRefused, battle_create, follow_up_create, vote_record
 from arena.competition.selectors import arena_settings_current
+from arena.json_api import JsonBodyRefused, error_response, json_object
 from frontend.voters import (
     SESSION_KIOSK_SEEN,
     ensure_voter,
@@ -168,14 +168,11 @@ def vote(request: HttpRequest, battle_id: str) -> JsonResponse:
 def _json_body(request: HttpRequest) -> dict[str, Any] | JsonResponse:
     if request.content_type == "application/json":
         try:
-            body = json.loads(request.body or b"{}")
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            return _error("The request body is not valid JSON.", "bad_json", 400)
-        if not isinstance(body, dict):
-            return _error("The request body must be a JSON object.", "bad_json", 400)
-        return body
+            return json_object(request.body)
+        except JsonBodyRefused as refused:
+            return _error(refused.message, "bad_json", 400)
     return request.POST.dict()
 
 
 def _error(message: str, code: str, status: int) -> JsonResponse:
-    return JsonResponse({"error": message, "code": code}, status=status)
+    return error_response(status, message, code, flat=True)

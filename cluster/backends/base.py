@@ -107,12 +107,14 @@ class QueuedJob:
 
 
 class SubmitRefused(Exception):
-    """The scheduler refused a job; `message` says why in words a user understands."""
+    """The scheduler refused a job; `message` says why in words a user understands, `code`
+    what kind of refusal it is: "over_budget" (the GPU-hours left) or "refused" (the rest)."""
 
-    def __init__(self, message: str, *, detail: str = "") -> None:
+    def __init__(self, message: str, *, detail: str = "", code: str = "refused") -> None:
         super().__init__(message)
         self.message = message
         self.detail = detail  # the scheduler's own words, for logs
+        self.code = code
 
 
 class ClusterBackend(ABC):

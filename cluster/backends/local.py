@@ -110,7 +110,9 @@ class LocalBackend(ClusterBackend):
         # is refused at once; one that fits but for running jobs' reservations waits.
         left_seconds = limits["gpu_hours"] * 3600 - self.charged_gpu_minutes(account=account) * 60
         if request.gpus * request.time_limit_minutes * 60 > left_seconds:
-            raise SubmitRefused("the job would overrun the account's GPU-hour budget")
+            raise SubmitRefused(
+                "the job would overrun the account's GPU-hour budget", code="over_budget"
+            )
         if not callable_ and unix_user != _current_user() and os.geteuid() != 0:
             raise SubmitRefused(
                 f"jobs run as their account's user ({unix_user}): the local cluster must run as "

@@ -31,7 +31,7 @@ from cluster.backends.base import (
     QueuedJob,
     SubmitRefused,
 )
-from cluster.reasons import pending_reason, submit_error
+from cluster.reasons import pending_reason, submit_error, submit_refusal_code
 from cluster.slurm import cli
 
 _GPU_TRES = re.compile(r"gres/gpu=(\d+)")
@@ -144,7 +144,11 @@ class SlurmBackend(ClusterBackend):
                 clean_env=True,
             )
         except cli.SlurmError as refused:
-            raise SubmitRefused(submit_error(refused.stderr), detail=refused.stderr) from None
+            raise SubmitRefused(
+                submit_error(refused.stderr),
+                detail=refused.stderr,
+                code=submit_refusal_code(refused.stderr),
+            ) from None
         return result.stdout.strip().split(";")[0]
 
     def submit_callable(
@@ -183,7 +187,11 @@ class SlurmBackend(ClusterBackend):
         try:
             job = executor.submit(function, *args, **kwargs)
         except submitit.core.utils.FailedJobError as refused:
-            raise SubmitRefused(submit_error(str(refused)), detail=str(refused)) from None
+            raise SubmitRefused(
+                submit_error(str(refused)),
+                detail=str(refused),
+                code=submit_refusal_code(str(refused)),
+            ) from None
         return str(job.job_id)
 
     def callable_result(self, *, scheduler_id: str, workdir: Path) -> Any:

@@ -116,7 +116,7 @@ def test_an_agents_journal_has_a_total_size(ann, monkeypatch):
 
     with pytest.raises(JournalRefused, match="your journal is full") as refused:
         journal_add(agent=ann, text="three")
-    assert refused.value.status == 429
+    assert refused.value.code == "limit"
 
 
 def test_the_database_refuses_to_change_or_delete_an_entry(ann):

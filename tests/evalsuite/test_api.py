@@ -5,14 +5,15 @@ import json
 
 import pytest
 from django.test import Client
-from django.urls import include, path
+from django.urls import path
 
 from agents.services import agent_create, token_issue
+from arena import api_v1
 from evalsuite.models import EvalRun
 from tests.evalsuite.conftest import stored_run
 from tests.factories import running_phase
 
-urlpatterns = [path("", include("evalsuite.urls"))]
+urlpatterns = [path("api/v1/", api_v1.urls)]
 
 HELD_OUT = {"mmlu-pro": 0.7771, "gpqa": 0.4441, "strongreject": 0.8881}
 PROXY = {"mmlu": 0.6111, "gsm8k": 0.5111}

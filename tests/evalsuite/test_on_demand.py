@@ -15,6 +15,7 @@ from django.urls import include, path
 from agents.models import Agent, Nomination, Upstream
 from agents.selectors import agent_for_proxy_token
 from agents.services import token_issue
+from arena import api_v1
 from cluster.backends import cluster_backend
 from cluster.models import ClusterAccount
 from evalsuite.models import EvalRun, ItemResult
@@ -29,7 +30,7 @@ from tests.evalsuite.on_demand_builders import (
 )
 from tests.factories import eval_run, running_phase
 
-urlpatterns = [path("", include("evalsuite.urls")), path("", include("agents.urls"))]
+urlpatterns = [path("api/v1/", api_v1.urls), path("", include("agents.urls"))]
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls(__name__)]
 
