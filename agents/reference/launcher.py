@@ -22,7 +22,7 @@ class _Template(string.Template):
     """`{{ name }}` placeholders: `$` belongs to bash in the template."""
 
     delimiter = "{{"
-    pattern = r"""
+    pattern = r"""  # type: ignore[assignment]  # Template.__init_subclass__ compiles a str pattern
     \{\{(?:
         (?P<escaped>(?!x)x) |
         \s*(?P<named>[a-z_][a-z0-9_]*)\s*\}\} |
