@@ -3,7 +3,6 @@ sets, post-peak warnings, safety deltas and the inputs of the correlations repor
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 

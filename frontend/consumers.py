@@ -101,7 +101,7 @@ class BattleConsumer(AsyncJsonWebsocketConsumer):
                     releasing.cancel()
                     with contextlib.suppress(asyncio.CancelledError, Exception):
                         await releasing
-                    await release.flush()  # the page shows what was written before the break  # type: ignore[union-attr]
+                    await release.flush()  # type: ignore[union-attr]  # the page shows what was written before the break
                 await self._send_generation_failed()
                 return
             finally:

@@ -124,7 +124,9 @@ def _start(phase: Phase, engine: Engine) -> dict[str, Any]:
     delivered = []
     if phase.feedback == Phase.Feedback.OWN_BATTLES and previous_phase(phase) is not None:
         delivered = [
-            a for a in agents if _agent_step(phase, a, AgentStepFailure.Step.FEEDBACK, engine)  # type: ignore[arg-type]  # TextChoices member: a str at run time
+            a
+            for a in agents
+            if _agent_step(phase, a, AgentStepFailure.Step.FEEDBACK, engine)  # type: ignore[arg-type]  # TextChoices member: a str at run time
         ]
     failed = AgentStepFailure.objects.filter(phase=phase, resolved_at=None)
     return {
