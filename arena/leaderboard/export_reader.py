@@ -263,15 +263,15 @@ def _read_range(
             if (
                 typed is not None
                 and category is None
-                and typed.prompt_group is not msgspec.UNSET
-                and typed.model_a != typed.model_b
+                and typed.prompt_group is not msgspec.UNSET  # type: ignore[attr-defined]  # decode's Struct subclass is lost to mypy
+                and typed.model_a != typed.model_b  # type: ignore[attr-defined]  # decode's Struct subclass is lost to mypy
             ):
-                group = typed.prompt_group
+                group = typed.prompt_group  # type: ignore[attr-defined]  # decode's Struct subclass is lost to mypy
                 groups.append(group if group is not None and 0 <= group < 1 << KEY_BITS else -1)
-                a.append(codes.setdefault(typed.model_a, len(codes)))
-                b.append(codes.setdefault(typed.model_b, len(codes)))
-                winner.append(winner_codes[typed.winner])
-                metadata = typed.conv_metadata
+                a.append(codes.setdefault(typed.model_a, len(codes)))  # type: ignore[attr-defined]  # decode's Struct subclass is lost to mypy
+                b.append(codes.setdefault(typed.model_b, len(codes)))  # type: ignore[attr-defined]  # decode's Struct subclass is lost to mypy
+                winner.append(winner_codes[typed.winner])  # type: ignore[attr-defined]  # decode's Struct subclass is lost to mypy
+                metadata = typed.conv_metadata  # type: ignore[attr-defined]  # decode's Struct subclass is lost to mypy
                 if style:
                     try:
                         counts.extend(_metadata_counts(metadata))

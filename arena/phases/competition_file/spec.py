@@ -209,7 +209,7 @@ def _moment(value: Any) -> datetime:
 
 
 def _start(value: Any) -> datetime | Literal["now"]:
-    return NOW if value == NOW else _moment(value)
+    return NOW if value == NOW else _moment(value)  # type: ignore[return-value]  # NOW is the literal 'now'
 
 
 def _duration(value: Any) -> timedelta:
