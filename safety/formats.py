@@ -191,7 +191,7 @@ def decompressed(raw: BinaryIO, compression: str, *, compressed_bytes: int) -> B
     """`raw` (a file the platform opened) decompressed, bounded as the module says."""
     stream: BinaryIO
     if compression == "gz":
-        stream = gzip.GzipFile(fileobj=raw, mode="rb")  # reads are bounded by their size  # type: ignore[assignment]  # typeshed: decompressor properties are read-only; a GzipFile/pipe is a binary stream
+        stream = gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[assignment]  # reads are bounded by their size
     elif compression == "bz2":
         stream = _Inflating(raw, bz2.BZ2Decompressor)  # type: ignore[arg-type, assignment]
     elif compression == "xz":

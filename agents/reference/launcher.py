@@ -22,7 +22,8 @@ class _Template(string.Template):
     """`{{ name }}` placeholders: `$` belongs to bash in the template."""
 
     delimiter = "{{"
-    pattern = r"""  # type: ignore[assignment]  # Template.__init_subclass__ compiles a str pattern
+    pattern = (  # type: ignore[assignment]  # typeshed says Pattern; Template compiles a str
+        r"""
     \{\{(?:
         (?P<escaped>(?!x)x) |
         \s*(?P<named>[a-z_][a-z0-9_]*)\s*\}\} |
@@ -30,6 +31,7 @@ class _Template(string.Template):
         (?P<invalid>)
     )
     """
+    )
 
 
 def render_job_script(

@@ -26,6 +26,7 @@ import json
 import multiprocessing
 import os
 from array import array
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -227,7 +228,9 @@ def _read_range(
     counts = array("d")
     groups = array("q")
     number = 0
-    decode = msgspec.json.Decoder(_StyledLine if style else _PlainLine).decode
+    decode: Callable[[bytes], _StyledLine | _PlainLine] = msgspec.json.Decoder(
+        _StyledLine if style else _PlainLine
+    ).decode
     winner_codes = _WINNER_CODE
 
     def part(error: tuple[int, str] | None = None) -> _Part:
@@ -263,15 +266,15 @@ def _read_range(
             if (
                 typed is not None
                 and category is None
-                and typed.prompt_group is not msgspec.UNSET  # type: ignore[attr-defined]  # decode's Struct subclass is lost to mypy
-                and typed.model_a != typed.model_b  # type: ignore[attr-defined]  # decode's Struct subclass is lost to mypy
+                and typed.prompt_group is not msgspec.UNSET
+                and typed.model_a != typed.model_b
             ):
-                group = typed.prompt_group  # type: ignore[attr-defined]  # decode's Struct subclass is lost to mypy
+                group = typed.prompt_group
                 groups.append(group if group is not None and 0 <= group < 1 << KEY_BITS else -1)
-                a.append(codes.setdefault(typed.model_a, len(codes)))  # type: ignore[attr-defined]  # decode's Struct subclass is lost to mypy
-                b.append(codes.setdefault(typed.model_b, len(codes)))  # type: ignore[attr-defined]  # decode's Struct subclass is lost to mypy
-                winner.append(winner_codes[typed.winner])  # type: ignore[attr-defined]  # decode's Struct subclass is lost to mypy
-                metadata = typed.conv_metadata  # type: ignore[attr-defined]  # decode's Struct subclass is lost to mypy
+                a.append(codes.setdefault(typed.model_a, len(codes)))
+                b.append(codes.setdefault(typed.model_b, len(codes)))
+                winner.append(winner_codes[typed.winner])
+                metadata = typed.conv_metadata
                 if style:
                     try:
                         counts.extend(_metadata_counts(metadata))
