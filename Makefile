@@ -40,6 +40,7 @@ lint: venv
 # mypy, strict on the pure modules listed in pyproject.toml ([tool.mypy]).
 typecheck: venv
 	$(BIN)/mypy
+	$(BIN)/mypy --config-file mypy-apps.ini
 
 # The import contracts in .importlinter (DESIGN.md section 3's dependency direction).
 layers: venv

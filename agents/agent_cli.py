@@ -413,9 +413,9 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "votes":
             query = f"?phase={urllib.parse.quote(args.phase)}" if args.phase else ""
             result = call("GET", f"/votes{query}")
-            lines = "".join(json.dumps(row, sort_keys=True) + "\n" for row in result["battles"])
+            lines = "".join(json.dumps(row, sort_keys=True) + "\n" for row in result["battles"])  # type: ignore[assignment]  # `lines` is a list in another branch
             if args.output is None:
-                sys.stdout.write(lines)
+                sys.stdout.write(lines)  # type: ignore[arg-type]  # a str here (the line above)
             else:
                 args.output.write_text(lines)
                 print(

@@ -33,7 +33,7 @@ def probe(folder: Path, end_of_turn_ids: list[int]) -> dict[str, object]:
         tokens = [tokenizer.convert_ids_to_tokens(i) for i in end_of_turn_ids]
     except Exception as exc:
         return {"error": f"generation_config.json's eos_token_id is not a token: {exc}"}
-    tokens = [t for t in tokens if t] or [getattr(tokenizer, "eos_token", None)]
+    tokens = [t for t in tokens if t] or [getattr(tokenizer, "eos_token", None)]  # type: ignore[list-item]  # transformers stub: None filtered on the next line
     tokens = [t for t in tokens if t]
     if not tokens:
         return {"error": "no end-of-turn token (set eos_token_id in generation_config.json)"}

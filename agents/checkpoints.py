@@ -33,6 +33,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -274,7 +275,9 @@ def _layers_match(dimensions: list[dict[str, int]], found: dict[str, tuple[int, 
         )
 
 
-def _end_of_turn_ids(folder: SandboxPath, files: dict[str, object], vocab: int | None) -> list[int]:
+def _end_of_turn_ids(
+    folder: SandboxPath, files: Mapping[str, object], vocab: int | None
+) -> list[int]:
     """generation_config.json's eos_token_id (one id or a list), each a token of the vocabulary;
     none when there is no such file or field (the tokenizer's eos is used)."""
     if "generation_config.json" not in files:

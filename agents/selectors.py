@@ -59,7 +59,7 @@ def proxy_caller(token: str) -> tuple[Agent, str] | None:
     )
     if found is None:
         return None
-    return found.agent, PROXY_TOKEN_BUDGETS[AgentToken.Kind(found.kind)]
+    return found.agent, PROXY_TOKEN_BUDGETS[AgentToken.Kind(found.kind)]  # type: ignore[return-value]  # TextChoices member: a str at run time
 
 
 def agent_for_proxy_token(token: str) -> Agent | None:
@@ -114,7 +114,7 @@ def agent_budget(agent: Agent) -> dict[str, Any]:
             "spent": float(agent.credit_spent),
             "in_flight": float(agent.credit_reserved),
             "limit": float(agent.credit_limit),
-            "left": float(credit_left(agent, ProxyCall.Budget.API)),
+            "left": float(credit_left(agent, ProxyCall.Budget.API)),  # type: ignore[arg-type]  # TextChoices member: a str at run time
         },
         # What the agent's harness's own model calls may still cost (issue 15, item 2): set by
         # the organizers, apart from the API credit, and never a fallback for it.
@@ -122,7 +122,7 @@ def agent_budget(agent: Agent) -> dict[str, Any]:
             "spent": float(agent.scaffold_credit_spent),
             "in_flight": float(agent.scaffold_credit_reserved),
             "limit": float(agent.scaffold_credit_limit),
-            "left": float(credit_left(agent, ProxyCall.Budget.SCAFFOLD)),
+            "left": float(credit_left(agent, ProxyCall.Budget.SCAFFOLD)),  # type: ignore[arg-type]  # TextChoices member: a str at run time
         },
         "submissions_blocked": account.blocked_reason,
     }

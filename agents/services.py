@@ -317,7 +317,7 @@ def checkpoint_register(
     return checkpoint
 
 
-MODEL_CARD_FIELDS = {
+MODEL_CARD_FIELDS: dict[str, type | tuple[type, ...]] = {
     "training_method": str,
     "steps": int,
     "gpu_hours": (int, float),

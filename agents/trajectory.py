@@ -317,7 +317,7 @@ def model_call_record(
     except Exception:
         logger.exception("trajectory: could not read the model call of %s", agent.name)
         return None
-    return _observed(agent=agent, kind=TrajectoryEvent.Kind.MODEL_CALL, payload=payload)
+    return _observed(agent=agent, kind=TrajectoryEvent.Kind.MODEL_CALL, payload=payload)  # type: ignore[arg-type]  # TextChoices member: a str at run time
 
 
 # --- platform API calls (the agent API) ---------------------------------------------------------
@@ -355,7 +355,7 @@ def api_call_record(
     except Exception:
         logger.exception("trajectory: could not read the API call of %s", agent.name)
         return None
-    return _observed(agent=agent, kind=TrajectoryEvent.Kind.API_CALL, payload=payload)
+    return _observed(agent=agent, kind=TrajectoryEvent.Kind.API_CALL, payload=payload)  # type: ignore[arg-type]  # TextChoices member: a str at run time
 
 
 # --- tool calls (reported by the agent's harness) -----------------------------------------------
@@ -393,7 +393,7 @@ def tool_call_record(*, agent: Agent, report: Any) -> TrajectoryEvent:
         "exit_code": exit_code,
         "duration_s": duration,
     }
-    return _append(agent=agent, kind=TrajectoryEvent.Kind.TOOL_CALL, reported=True, payload=payload)
+    return _append(agent=agent, kind=TrajectoryEvent.Kind.TOOL_CALL, reported=True, payload=payload)  # type: ignore[arg-type]  # TextChoices member: a str at run time
 
 
 def tool_call_observed(
@@ -414,7 +414,7 @@ def tool_call_observed(
         "exit_code": exit_code,
         "duration_s": duration_s,
     }
-    return _observed(agent=agent, kind=TrajectoryEvent.Kind.TOOL_CALL, payload=payload)
+    return _observed(agent=agent, kind=TrajectoryEvent.Kind.TOOL_CALL, payload=payload)  # type: ignore[arg-type]  # TextChoices member: a str at run time
 
 
 # --- reading (organizers and the audit only; no agent route reads it) ---------------------------

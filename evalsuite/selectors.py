@@ -3,7 +3,6 @@ sets, post-peak warnings, safety deltas and the inputs of the correlations repor
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -27,7 +26,7 @@ def competition_ended(competition: Competition) -> bool:
     return bool(states) and all(state == Phase.State.CLOSED for state in states)
 
 
-def _results(runs: QuerySet[EvalRun], *, include_held_out: bool) -> Iterable[BenchmarkResult]:
+def _results(runs: QuerySet[EvalRun], *, include_held_out: bool) -> QuerySet[BenchmarkResult]:
     results = BenchmarkResult.objects.filter(
         run__in=runs.filter(state=EvalRun.State.DONE), score__isnull=False
     )
@@ -222,7 +221,7 @@ def checkpoint_scores(
 ) -> dict[int, dict[str, metrics.Score]]:
     """Checkpoint id → scores, for every evaluated checkpoint of the agent, oldest first."""
     runs = EvalRun.objects.filter(agent=agent, checkpoint__isnull=False)
-    found: dict[int, dict[str, float]] = {}
+    found: dict[int, dict[str, metrics.Score]] = {}
     for r in _results(runs, include_held_out=include_held_out).order_by(
         "run__checkpoint__created_at", "run__created_at"
     ):

@@ -92,7 +92,7 @@ class BattleConsumer(AsyncJsonWebsocketConsumer):
                 )
                 if release is not None:
                     release.generation_over()
-                    await releasing
+                    await releasing  # type: ignore[misc]  # set together with release
             except Exception:
                 # battle_run has marked the battle failed; the voter must hear so too, or the
                 # page shows "Writing…" forever.
@@ -101,7 +101,7 @@ class BattleConsumer(AsyncJsonWebsocketConsumer):
                     releasing.cancel()
                     with contextlib.suppress(asyncio.CancelledError, Exception):
                         await releasing
-                    await release.flush()  # the page shows what was written before the break
+                    await release.flush()  # type: ignore[union-attr]  # the page shows what was written before the break
                 await self._send_generation_failed()
                 return
             finally:

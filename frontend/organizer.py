@@ -46,7 +46,7 @@ def duration_words(delta: dt.timedelta) -> str:
     if seconds < 60:
         return f"{seconds} s"
     units = [("d", 86400), ("h", 3600), ("min", 60)]
-    parts = []
+    parts: list[str] = []
     for name, size in units:
         amount, seconds = divmod(seconds, size)
         if amount or parts:

@@ -93,7 +93,7 @@ def follow_up(request: HttpRequest, battle_id: str) -> JsonResponse:
     if kiosk_of_request(request) is not None:
         # As when a battle starts: a kiosk voter idle too long has walked away, and the next
         # person at the screen is a new voter, to whom the old battle does not belong.
-        voter_key = kiosk_voter(
+        voter_key: str | None = kiosk_voter(
             request.session, now=time.time(), idle_seconds=settings.ARENA_KIOSK_IDLE_SECONDS
         )
     else:

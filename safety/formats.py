@@ -191,11 +191,11 @@ def decompressed(raw: BinaryIO, compression: str, *, compressed_bytes: int) -> B
     """`raw` (a file the platform opened) decompressed, bounded as the module says."""
     stream: BinaryIO
     if compression == "gz":
-        stream = gzip.GzipFile(fileobj=raw, mode="rb")  # reads are bounded by their size
+        stream = gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[assignment]  # reads are bounded by their size
     elif compression == "bz2":
-        stream = _Inflating(raw, bz2.BZ2Decompressor)  # type: ignore[assignment]
+        stream = _Inflating(raw, bz2.BZ2Decompressor)  # type: ignore[arg-type, assignment]  # typeshed: read-only decompressor properties
     elif compression == "xz":
-        stream = _Inflating(raw, lambda: lzma.LZMADecompressor(memlimit=XZ_MEMORY_LIMIT))  # type: ignore[assignment]
+        stream = _Inflating(raw, lambda: lzma.LZMADecompressor(memlimit=XZ_MEMORY_LIMIT))  # type: ignore[arg-type, assignment, return-value]  # typeshed: as above
     elif compression == "zst":
         import zstandard
 
@@ -234,7 +234,7 @@ def columnar_rows(path: SandboxPath | Path, kind: str) -> Iterator[tuple[int, st
         data.close()  # the child holds its own copy of the descriptor
         assert child.stdout is not None
         try:
-            yield from _frames(child.stdout)
+            yield from _frames(child.stdout)  # type: ignore[arg-type]  # a pipe is a binary stream
             code = child.wait()
         finally:
             if child.poll() is None:

@@ -165,7 +165,7 @@ def _exchange(
             if left <= 0:
                 return bytes(answer), bytes(errors), "no answer in time"
             for key, _ in selector.select(timeout=min(left, 0.5)):
-                stream = key.fileobj
+                stream = key.fileobj  # type: ignore[assignment]  # the selector holds only the pipes registered above
                 if stream is process.stdin:
                     try:
                         written = os.write(process.stdin.fileno(), pending[:READ_CHUNK])

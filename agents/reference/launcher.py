@@ -12,6 +12,7 @@ import shlex
 import string
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import cast
 
 TEMPLATE = Path(__file__).resolve().parent / "templates" / "torchrun.sbatch"
 _SBATCH_VALUE = re.compile(r"[A-Za-z0-9_.,:/%@+=-]+")  # #SBATCH lines are not parsed by a shell
@@ -22,14 +23,18 @@ class _Template(string.Template):
     """`{{ name }}` placeholders: `$` belongs to bash in the template."""
 
     delimiter = "{{"
-    pattern = r"""
+    # typeshed declares a compiled Pattern; string.Template compiles a str pattern itself.
+    pattern = cast(
+        "re.Pattern[str]",
+        r"""
     \{\{(?:
         (?P<escaped>(?!x)x) |
         \s*(?P<named>[a-z_][a-z0-9_]*)\s*\}\} |
         (?P<braced>(?!x)x) |
         (?P<invalid>)
     )
-    """
+    """,
+    )
 
 
 def render_job_script(

@@ -82,7 +82,7 @@ async def battle_run(battle_id: str, emit: EventSink) -> Battle | None:
             temperature=arena.temperature,
             timeout_s=arena.generation_timeout_s,
         )
-        async with contextlib.aclosing(stream):  # a cut answer closes its connection now
+        async with contextlib.aclosing(stream):  # type: ignore[type-var]  # a cut answer closes its connection now
             async for event in stream:
                 if isinstance(event, TextDelta):
                     text = event.text[:room]

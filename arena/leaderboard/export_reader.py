@@ -26,10 +26,11 @@ import json
 import multiprocessing
 import os
 from array import array
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 import msgspec
 import numpy as np
@@ -227,7 +228,10 @@ def _read_range(
     counts = array("d")
     groups = array("q")
     number = 0
-    decode = msgspec.json.Decoder(_StyledLine if style else _PlainLine).decode
+    decode = cast(
+        "Callable[[bytes], _StyledLine | _PlainLine]",
+        msgspec.json.Decoder(_StyledLine if style else _PlainLine).decode,
+    )
     winner_codes = _WINNER_CODE
 
     def part(error: tuple[int, str] | None = None) -> _Part:
@@ -274,7 +278,7 @@ def _read_range(
                 metadata = typed.conv_metadata
                 if style:
                     try:
-                        counts.extend(_metadata_counts(metadata))
+                        counts.extend(_metadata_counts(metadata))  # type: ignore[arg-type]  # style: a _StyledLine, whose metadata is required
                     except OverflowError:
                         return part((number, "a style count is too large"))
                 continue

@@ -118,10 +118,10 @@ def live_battles() -> LiveBattles | None:
         else:
             read, votes_read = "new votes", added
         _inputs = held
-        if held.n == 0:
+        if held.n == 0:  # type: ignore[union-attr]  # held is set whenever added is not None
             return None
-        rows = held.rows()
-        battles = battles_of_table(rows, np.array(sorted(held.contestant_ids)))
+        rows = held.rows()  # type: ignore[union-attr]  # held is set whenever added is not None
+        battles = battles_of_table(rows, np.array(sorted(held.contestant_ids)))  # type: ignore[union-attr]  # held is set whenever added is not None
         return LiveBattles(battles, groups_of_table(rows), last, read, votes_read)
 
 

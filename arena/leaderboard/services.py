@@ -117,7 +117,7 @@ def snapshot_unsaved(
     def start(kind: str) -> np.ndarray | None:
         return np.asarray(warm[kind]) if kind in warm else None
 
-    options = {"ci": ci, "bootstrap_rounds": bootstrap_rounds, "seed": seed}
+    options: dict[str, Any] = {"ci": ci, "bootstrap_rounds": bootstrap_rounds, "seed": seed}
     styled = (
         fit_ratings(battles, style=True, warm_start=start("style"), **options) if style else None
     )

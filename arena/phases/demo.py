@@ -630,7 +630,7 @@ def benchmark_lines(phase: Phase) -> list[str]:
     reasons: dict[str, set[str]] = {}
     for name, error in unscored:
         reasons.setdefault(error or "not run", set()).add(name)
-    for reason, names in sorted(reasons.items()):
+    for reason, names in sorted(reasons.items()):  # type: ignore[assignment]  # `names` is a list in an earlier loop
         lines.append(f"  not scored ({reason}): {', '.join(sorted(names))}")
     for failed in report["failed_runs"]:
         lines.append(f"  evaluation of {failed['model_label']} failed: {failed['error'][:120]}")

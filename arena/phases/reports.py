@@ -16,7 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import html
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -300,7 +300,7 @@ def _md_cell(value: object) -> str:
     return value.markdown() if isinstance(value, _ReportLink) else _md_text(value)
 
 
-def _md_table(headers: list[str], rows: list[list[object]]) -> list[str]:
+def _md_table(headers: list[str], rows: Sequence[Sequence[object]]) -> list[str]:
     if not rows:
         return ["_none_", ""]
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]

@@ -120,11 +120,13 @@ def _start(phase: Phase, engine: Engine) -> dict[str, Any]:
     # reservations, and give back what they leave unused to the old phase, not this one. Once,
     # with the transition: a retry later in the phase would add what was spent since.
     credit_phase_grant(agent_ids=[agent.pk for agent in agents], amount=phase.api_credit_usd)
-    budgeted = [a for a in agents if _agent_step(phase, a, AgentStepFailure.Step.BUDGET, engine)]
+    budgeted = [a for a in agents if _agent_step(phase, a, AgentStepFailure.Step.BUDGET, engine)]  # type: ignore[arg-type]  # TextChoices member: a str at run time
     delivered = []
     if phase.feedback == Phase.Feedback.OWN_BATTLES and previous_phase(phase) is not None:
         delivered = [
-            a for a in agents if _agent_step(phase, a, AgentStepFailure.Step.FEEDBACK, engine)
+            a
+            for a in agents
+            if _agent_step(phase, a, AgentStepFailure.Step.FEEDBACK, engine)  # type: ignore[arg-type]  # TextChoices member: a str at run time
         ]
     failed = AgentStepFailure.objects.filter(phase=phase, resolved_at=None)
     return {
@@ -148,7 +150,7 @@ def phase_limits_reapply(*, phase: Phase, engine: Engine | None = None) -> list[
     return [
         agent.name
         for agent in agents
-        if not _agent_step(phase, agent, AgentStepFailure.Step.BUDGET, engine)
+        if not _agent_step(phase, agent, AgentStepFailure.Step.BUDGET, engine)  # type: ignore[arg-type]  # TextChoices member: a str at run time
     ]
 
 
@@ -178,8 +180,8 @@ def _feedback_step(phase: Phase, agent: Agent, engine: Engine) -> bool:
 
 
 AGENT_STEPS: dict[str, Callable[[Phase, Agent, Engine], bool]] = {
-    AgentStepFailure.Step.BUDGET: _budget_step,
-    AgentStepFailure.Step.FEEDBACK: _feedback_step,
+    AgentStepFailure.Step.BUDGET: _budget_step,  # type: ignore[dict-item]  # TextChoices member: a str at run time
+    AgentStepFailure.Step.FEEDBACK: _feedback_step,  # type: ignore[dict-item]  # TextChoices member: a str at run time
 }
 
 

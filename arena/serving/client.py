@@ -140,7 +140,7 @@ async def stream_chat(
             stream = None
         while stream is not None and not failure:
             try:
-                chunk = await clock.wait(anext(stream, None))
+                chunk = await clock.wait(anext(stream, None))  # type: ignore[arg-type]  # openai stub: stream=True returns an AsyncStream
             except Exception as exc:
                 failure = _voter_safe_failure(exc, endpoint, timeout_s, answering=True)
                 break
@@ -160,7 +160,7 @@ async def stream_chat(
             # a finished one goes back to the client's pool. Closing is not the model's answer:
             # whatever it raises, the voter's stream has ended already.
             with contextlib.suppress(Exception):
-                await stream.close()
+                await stream.close()  # type: ignore[union-attr]  # openai stub: stream=True returns an AsyncStream
     if not failure and not finish_reason:
         failure = CUT_OFF
     if failure:

@@ -273,7 +273,7 @@ def chat_tokenizer(model: str) -> tuple[Any, int, int]:
     if eot_id is None or eot_id == tokenizer.unk_token_id:
         raise ValueError(f"{model}: tokenizer has no {END_OF_TURN} token")
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eot_id
-    return tokenizer, eot_id, pad_id
+    return tokenizer, eot_id, pad_id  # type: ignore[return-value]  # transformers/torch stubs
 
 
 def global_token_loss(model: Any, batch: tuple[torch.Tensor, ...], d: Dist) -> tuple[Any, float]:
@@ -332,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     log(f"{len(chats)} chats, {len(shard)} on rank 0, batch {args.batch_size}/rank")
 
     model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32)
-    model.to(d.device)
+    model.to(d.device)  # type: ignore[arg-type]  # transformers/torch stubs
     n_params = sum(p.numel() for p in model.parameters())
     tied = tied_duplicates(model)  # e.g. lm_head.weight when embeddings are tied
     n_units = shard_model(model, d, bf16=args.bf16)
@@ -380,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
     if d.rank == 0:
         for name in tied:  # one copy on disk, as save_pretrained writes an unsharded model
             state.pop(name, None)
-        save(args, model, state, tokenizer, eot_id, pad_id, GenerationConfig)
+        save(args, model, state, tokenizer, eot_id, pad_id, GenerationConfig)  # type: ignore[arg-type]  # transformers/torch stubs
         summary = {
             "steps": args.steps,
             "final_loss": round(final_loss, 4),

@@ -22,7 +22,7 @@ CHECKPOINT_TEXT_FILES = ("tokenizer_config.json", "chat_template.jinja", "chat_t
 def audit_files(run: AuditRun, agent: Agent, text_index: ItemIndex, code_index: ItemIndex) -> None:
     for path in agent_files(agent):
         if files.is_data_file(path):
-            scan = contamination.scan_file(text_index, path)
+            scan = contamination.scan_file(text_index, path)  # type: ignore[arg-type]  # SandboxPath is a Path at run time
             if scan.skipped:
                 run.report.skipped.append(f"{path}: {scan.skipped}")
             run.report.files_scanned += 1

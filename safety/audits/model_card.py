@@ -85,7 +85,7 @@ def _trajectory_datasets(nomination: Nomination) -> list[trajectory_data.SeenDat
         nomination.agent,
         since=phase.starts_at,
         until=phase.ends_at,
-        kinds=[TrajectoryEvent.Kind.TOOL_CALL, TrajectoryEvent.Kind.API_CALL],
+        kinds=[TrajectoryEvent.Kind.TOOL_CALL, TrajectoryEvent.Kind.API_CALL],  # type: ignore[list-item]  # TextChoices member: a str at run time
     )
     return trajectory_data.datasets_in_events(
         (event.pk, event.kind, event.payload) for event in events

@@ -7,7 +7,7 @@ class Migration(migrations.Migration):
 
     initial = True
 
-    dependencies = [
+    dependencies: list[tuple[str, str]] = [
     ]
 
     operations = [

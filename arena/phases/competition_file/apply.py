@@ -126,7 +126,7 @@ def _plan(spec: CompetitionSpec, now: datetime) -> _Plan:
     for row in stored[len(spec.phases) :]:
         refused = f"it is {row.state}: a phase that started stays" if row.state in STARTED else ""
         plan.add(Change(_phase_name(row.number, row.label), "removed", refused=refused))
-        plan.writes.append(lambda target, pk=row.pk: Phase.objects.filter(pk=pk).delete())
+        plan.writes.append(lambda target, pk=row.pk: Phase.objects.filter(pk=pk).delete())  # type: ignore[misc]  # callbacks' results are discarded
     return plan
 
 
@@ -205,7 +205,7 @@ def _agent_changes(
                 wanted = {}
         if wanted:
             plan.writes.append(
-                lambda target, name=agent.name, values=wanted: (
+                lambda target, name=agent.name, values=wanted: (  # type: ignore[misc]  # callbacks' results are discarded
                     CompetitionAgent.objects.update_or_create(
                         competition=target.competition, name=name, defaults=values
                     )
@@ -220,7 +220,7 @@ def _agent_changes(
         )
         plan.add(Change(f"agent {name}", "removed", refused=refused))
         plan.writes.append(
-            lambda target, pk=row.pk: CompetitionAgent.objects.filter(pk=pk).delete()
+            lambda target, pk=row.pk: CompetitionAgent.objects.filter(pk=pk).delete()  # type: ignore[misc]  # callbacks' results are discarded
         )
 
 
@@ -246,7 +246,7 @@ def _scaffold_budget_change(plan: _Plan, spec: AgentSpec) -> None:
         )
     )
     plan.writes.append(
-        lambda target: scaffold_budget_set(agent=agent, limit_usd=spec.scaffold_budget_usd)
+        lambda target: scaffold_budget_set(agent=agent, limit_usd=spec.scaffold_budget_usd)  # type: ignore[arg-type]  # callbacks' results are discarded
     )
 
 

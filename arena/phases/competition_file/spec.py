@@ -209,7 +209,7 @@ def _moment(value: Any) -> datetime:
 
 
 def _start(value: Any) -> datetime | Literal["now"]:
-    return NOW if value == NOW else _moment(value)
+    return NOW if value == NOW else _moment(value)  # type: ignore[return-value]  # NOW is the literal 'now'
 
 
 def _duration(value: Any) -> timedelta:
@@ -329,7 +329,7 @@ def _agents_parse(errors: list[str], value: Any) -> tuple[AgentSpec, ...]:
     if not isinstance(value, list):
         errors.append(f"agents = {value!r}: must be a list of agent tables ([[agents]])")
         return ()
-    agents = []
+    agents: list[AgentSpec] = []
     for position, table in enumerate(value):
         entry = _Reader(errors, f"agents[{position}]", table, AGENT_KEYS)
         name = entry.required(
@@ -362,7 +362,7 @@ def _phases_parse(errors: list[str], value: Any) -> tuple[PhaseSpec, ...]:
     if not isinstance(value, list) or not value:
         errors.append(f"phases = {value!r}: declare at least one phase ([[phases]])")
         return ()
-    phases = []
+    phases: list[PhaseSpec] = []
     for number, table in enumerate(value, 1):
         entry = _Reader(errors, f"phases[{number}]", table, PHASE_KEYS)
         label = entry.get("label", _matching(LABEL, "letters, digits, - and _"), f"phase-{number}")

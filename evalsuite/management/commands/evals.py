@@ -64,9 +64,9 @@ class Command(BaseCommand):
         contestants = Contestant.objects.filter(active=True)
         if options["contestant"]:
             contestants = Contestant.objects.filter(display_name__in=options["contestant"])
-            missing = set(options["contestant"]) - {c.display_name for c in contestants}
+            missing = set(options["contestant"]) - {c.display_name for c in contestants}  # type: ignore[assignment]  # `missing` is a list of datasets above
             if missing:
-                raise CommandError(f"no contestant named {', '.join(sorted(missing))}")
+                raise CommandError(f"no contestant named {', '.join(sorted(missing))}")  # type: ignore[arg-type]  # a set of names here (line 67)
         try:
             runs = evaluations_queue(
                 phase=phase,
