@@ -33,6 +33,7 @@ from django.http import HttpRequest
 from django.utils import timezone
 
 from agents.models import Agent, TrajectoryDay, TrajectoryEvent
+from arena.json_api import strict_json_loads
 
 logger = logging.getLogger(__name__)
 
@@ -260,8 +261,8 @@ def _message_text(content: Any) -> Any:
 def _kept_messages(body: bytes) -> tuple[int, list[dict[str, Any]]]:
     """How many messages the request held, and the system prompt plus the last KEPT_MESSAGES."""
     try:
-        messages = json.loads(body).get("messages")
-    except (ValueError, AttributeError):
+        messages = strict_json_loads(body).get("messages")
+    except (ValueError, UnicodeDecodeError, AttributeError):
         return 0, []
     if not isinstance(messages, list):
         return 0, []
@@ -333,7 +334,7 @@ def _body_summary(request: HttpRequest) -> Any:
     if len(body) > MAX_BODY_BYTES:
         return f"[{len(body)} bytes, not summarised]"
     try:
-        return redacted_summary(json.loads(body))
+        return redacted_summary(strict_json_loads(body))
     except (ValueError, UnicodeDecodeError):
         return f"[{len(body)} bytes, not JSON]"
 

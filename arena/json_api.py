@@ -6,6 +6,7 @@ use the same functions."""
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -37,11 +38,32 @@ class ApiError(Exception):
         self.message = message
 
 
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
+
+
+def _finite(number: str) -> float:
+    value = float(number)
+    if not math.isfinite(value):  # 1e400 reads as inf
+        raise ValueError(f"{number[:32]} is out of range")
+    return value
+
+
+def strict_json_loads(raw: bytes | str) -> Any:
+    """JSON as RFC 8259 has it, or ValueError: Python's json takes NaN and Infinity, which
+    PostgreSQL's jsonb then refuses (a body recorded in a trajectory would vanish), and a deeply
+    nested or 5,000-digit body raises RecursionError or ValueError of its own."""
+    try:
+        return json.loads(raw, parse_constant=_not_json, parse_float=_finite)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+
+
 def json_object(raw: bytes) -> dict[str, Any]:
     """The body as a JSON object (an empty body is `{}`), or JsonBodyRefused."""
     try:
-        body = json.loads(raw or b"{}")
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        body = strict_json_loads(raw or b"{}")
+    except (ValueError, UnicodeDecodeError):  # JSONDecodeError is a ValueError
         raise JsonBodyRefused("the request body is not valid JSON", code="bad_json") from None
     if not isinstance(body, dict):
         raise JsonBodyRefused("the request body must be a JSON object", code="bad_request")

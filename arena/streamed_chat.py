@@ -99,7 +99,7 @@ def _reply_text(lines: Iterable[str], max_chars: int) -> str:
             continue
         try:
             chunk: Any = json.loads(payload)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise StreamedChatError("sent a stream that is not valid JSON") from None
         choices = chunk.get("choices") if isinstance(chunk, dict) else None
         for choice in choices if isinstance(choices, list) else []:
@@ -126,7 +126,7 @@ def first_json_object(
         for start in islice((i for i, c in enumerate(candidate) if c == "{"), max_starts):
             try:
                 data, _ = decoder.raw_decode(candidate, start)
-            except ValueError:
+            except (ValueError, RecursionError):  # a reply nested a thousand deep
                 continue
             if isinstance(data, dict) and wanted(data):
                 return data

@@ -1,0 +1,55 @@
+"""JSON an agent crafts to break what reads it: NaN and Infinity (Python's json takes them,
+PostgreSQL's jsonb refuses them, so a call recorded with such a body vanished from the agent's
+trajectory), a number past float range, nesting a hundred thousand deep, a 5,000-digit integer.
+Every one is refused as bad JSON, on the agent API and on the voters' endpoints, and the
+refused call is still recorded."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from agents.models import TrajectoryEvent
+from agents.services import token_issue
+from arena.streamed_chat import first_json_object
+from tests.evalsuite.on_demand_builders import provisioned
+
+pytestmark = pytest.mark.django_db
+
+HOSTILE_BODIES = {
+    "NaN": b'{"script": "#!/bin/bash\\ntrue", "time_limit_minutes": 5, "pad": NaN}',
+    "Infinity": b'{"script": "#!/bin/bash\\ntrue", "time_limit_minutes": 5, "pad": -Infinity}',
+    "1e400": b'{"script": "#!/bin/bash\\ntrue", "time_limit_minutes": 5, "pad": 1e400}',
+    "deep": b'{"pad": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+    "digits": b'{"pad": ' + b"9" * 5_000 + b"}",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(HOSTILE_BODIES))
+def test_the_agent_api_refuses_hostile_json_and_still_records_the_call(tmp_path, kind):
+    agent, _ = provisioned(f"json_{kind.lower()}", tmp_path)
+    client = Client(headers={"Authorization": f"Bearer {token_issue(agent=agent, kind='api')}"})
+
+    reply = client.post("/api/v1/jobs", data=HOSTILE_BODIES[kind], content_type="application/json")
+
+    assert reply.status_code == 400
+    assert reply.json()["error"]["code"] == "bad_json"
+    recorded = TrajectoryEvent.objects.filter(agent=agent, kind=TrajectoryEvent.Kind.API_CALL).get()
+    assert recorded.payload["status"] == 400 and recorded.payload["path"] == "/api/v1/jobs"
+    assert not agent.cluster_account.jobs.exists()
+
+
+@pytest.mark.parametrize("kind", ["NaN", "deep", "digits"])
+def test_the_voters_endpoints_answer_hostile_json_with_400_not_500(kind):
+    reply = Client().post(
+        "/api/battles", data=HOSTILE_BODIES[kind], content_type="application/json"
+    )
+
+    assert reply.status_code == 400
+
+
+def test_a_judge_reply_nested_a_thousand_deep_is_no_object_not_a_crash():
+    reply = 'verdict: {"a": ' + "[" * 5_000 + ' and then {"ok": true}'
+
+    assert first_json_object(reply, lambda data: "ok" in data) == {"ok": True}
+    assert first_json_object('{"a": ' + "[" * 5_000, lambda data: True) is None
