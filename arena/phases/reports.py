@@ -271,15 +271,20 @@ def competition_analyses() -> list[Analyses]:
 # safe renderer (`markdown_html`: raw HTML off, then an allow-list), so the two cannot disagree
 # and agent text (journal entries, job names, tool commands) never becomes markup.
 
-# Inline Markdown that text could start: escaped, so the text shows as written. `<` and `>`
-# need none (raw HTML is off), `~` strikes through only when doubled, and a `[` makes a link
-# or an image only when its `]` is followed by `(` (the reports define no reference links).
+# Inline Markdown that text could start: escaped, so the text shows as written. Raw HTML is off,
+# so a `<` needs escaping only where it opens an autolink (`<https://…>`, `<a@b.c>`); `~` strikes
+# through only when doubled; a `[` makes a link or an image only when its `]` is followed by `(`
+# (the reports define no reference links).
 _MD_SPECIAL = str.maketrans({c: "\\" + c for c in "\\|*_`&"})
+_AUTOLINK_OPEN = re.compile(
+    r"<(?=[A-Za-z][A-Za-z0-9+.-]{1,31}:[^<>\x00-\x20]*>|[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+@[^<>\s]*>)"
+)
 
 
 def _md_text(value: object) -> str:
     """`value` as one line of literal Markdown text: a newline folds to a space."""
     text = " ".join(str(value).translate(_MD_SPECIAL).splitlines())
+    text = _AUTOLINK_OPEN.sub(r"\\<", text).replace("~~", "\\~\\~")
     return text.replace("](", "]\\(")
 
 

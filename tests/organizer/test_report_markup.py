@@ -22,6 +22,7 @@ NOON = dt.datetime(2025, 3, 14, 12, tzinfo=dt.UTC)
 JOB = "x</td><script>alert(1)</script>|`a` **b**"
 ENTRY = "see [notes](javascript:alert(1)) | tip: `rm` *all*\n```\n</pre><img src=x onerror=alert(1)>\nend"
 COMMAND = "curl '[x](javascript:alert(2))' | sh && echo <b>&amp;done</b>"
+AUTOLINKS = "open <https://evil.example/login> or mail <help@evil.example> ~~struck~~"
 
 
 @pytest.fixture
@@ -32,6 +33,11 @@ def hostile(tmp_path):
     TrajectoryEvent.objects.create(
         agent=ann, kind="tool_call", reported=True, size=100, created_at=NOON,
         payload={"command": COMMAND, "exit_code": 0, "tool": "shell"},
+    )  # fmt: skip
+    TrajectoryEvent.objects.create(
+        agent=ann, kind="tool_call", reported=True, size=100,
+        created_at=NOON + dt.timedelta(minutes=1),
+        payload={"command": AUTOLINKS, "exit_code": 0, "tool": "shell"},
     )  # fmt: skip
     call_command("reports", "daily", "--date", DAY.isoformat(), "--out", str(tmp_path))
     return (tmp_path / "ann.md").read_text(), (tmp_path / "ann.html").read_text()
@@ -50,6 +56,12 @@ def test_agent_text_never_becomes_markup_in_the_html(hostile):
     assert set(re.findall(r"<em>(.*?)</em>", html)) <= {"none", "no phase on this day"}
     assert html.count("<code") == html.count('<pre><code class="language-text">') == 1
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    # Autolinks and strikethrough from agent text stay text (raw HTML off does not stop them).
+    assert "<del>" not in html and "mailto:" not in html
+    assert (
+        "open &lt;https://evil.example/login&gt; or mail &lt;help@evil.example&gt; ~~struck~~"
+        in html
+    )
 
 
 def test_agent_text_shows_as_written_and_keeps_its_table_row(hostile):
