@@ -99,13 +99,14 @@ class Budget(Reply):
 
 @router.get(
     "/budget",
-    response=replies({200: Budget}),
+    response=replies({200: Budget}, 409),
     exclude_unset=True,
     operation_id="budget",
     url_name="api-budget",
     summary="your GPU-hours, GPUs running, storage and API credit",
 )
 def budget(request: HttpRequest) -> dict[str, Any]:
+    _own_account(caller(request))  # a judge's agent row has none: 409, not a 500
     return agent_budget(caller(request))
 
 

@@ -277,7 +277,10 @@ def _check_request(account: ClusterAccount, request: JobRequest) -> JobRequest:
         raise SubmitRefused(f"the working directory {request.workdir} does not exist")
     bad = [key for key in request.env if not _ENV_KEY.match(key)]
     if bad:
-        raise SubmitRefused(f"invalid environment variable names: {', '.join(sorted(bad))}")
+        # Named back bounded: the names are the caller's, and there may be thousands.
+        shown = ", ".join(name[:64] for name in sorted(bad)[:10])
+        more = f" and {len(bad) - 10} more" if len(bad) > 10 else ""
+        raise SubmitRefused(f"invalid environment variable names: {shown}{more}")
     return replace(request, platform=account.platform)
 
 

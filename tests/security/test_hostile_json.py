@@ -53,3 +53,32 @@ def test_a_judge_reply_nested_a_thousand_deep_is_no_object_not_a_crash():
 
     assert first_json_object(reply, lambda data: "ok" in data) == {"ok": True}
     assert first_json_object('{"a": ' + "[" * 5_000, lambda data: True) is None
+
+
+def test_a_thousand_bad_environment_names_are_named_back_bounded(tmp_path):
+    agent, _ = provisioned("env_flood", tmp_path)
+    client = Client(headers={"Authorization": f"Bearer {token_issue(agent=agent, kind='api')}"})
+    env = {f"bad-name-{i}-" + "x" * 2_000: "1" for i in range(1_000)}
+
+    reply = client.post(
+        "/api/v1/jobs",
+        data={"script": "#!/bin/bash\ntrue", "time_limit_minutes": 5, "env": env},
+        content_type="application/json",
+    )
+
+    assert reply.status_code == 400
+    message = reply.json()["error"]["message"]
+    assert "invalid environment variable names" in message and "and 990 more" in message
+    assert len(message) < 2_000
+
+
+def test_an_agent_row_without_a_cluster_account_gets_409_for_its_budget_not_500():
+    from agents.services import agent_create
+
+    judge = agent_create(name="judge_without_account")
+    client = Client(headers={"Authorization": f"Bearer {token_issue(agent=judge, kind='api')}"})
+
+    reply = client.get("/api/v1/budget")
+
+    assert reply.status_code == 409
+    assert reply.json()["error"]["code"] == "not_provisioned"
