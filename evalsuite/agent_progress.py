@@ -16,10 +16,10 @@ from evalsuite.models import BenchmarkResult, EvalRun
 from evalsuite.registry import benchmarks
 from evalsuite.replacements import replaced_agents
 from evalsuite.selectors import (
+    CheckpointHeadlines,
     agent_pareto,
-    checkpoint_scores,
+    checkpoint_headlines,
     competition_ended,
-    headline,
     score_json,
 )
 
@@ -97,6 +97,7 @@ def agent_progress(agent: Agent, *, include_held_out: bool) -> dict[str, Any]:
             "pareto": [],
             "domains": {},
             "headlines": {},
+            "without_headline": {},
             "chosen": None,
             "chosen_is_nominated": False,
             "post_peak": None,
@@ -104,29 +105,27 @@ def agent_progress(agent: Agent, *, include_held_out: bool) -> dict[str, Any]:
             "replaced_by_base": {"confirmed_violations": rules},
         }
     pareto = agent_pareto(agent, include_held_out=include_held_out)
-    history: list[tuple[str, metrics.Score]] = []
-    if run is not None:
-        competition = run.phase.competition
-        for checkpoint, scores in checkpoint_scores(
-            agent, include_held_out=include_held_out
-        ).items():
-            value = headline(competition, scores)
-            if value is not None:
-                history.append((str(checkpoint), value))
+    headlines = (
+        checkpoint_headlines(agent, run.phase.competition, include_held_out=include_held_out)
+        if run is not None
+        else CheckpointHeadlines([], [], {}, {})
+    )
+    history = headlines.history
     nominated = (
         Nomination.objects.filter(agent=agent)
         .order_by("-phase__number", "-updated_at")
         .values_list("checkpoint_id", flat=True)
         .first()
     )
-    keys = [key for key, _ in history]
+    keys = headlines.evaluated  # a checkpoint without a headline may still be the one chosen
     chosen = str(nominated) if str(nominated) in keys else (keys[-1] if keys else None)
-    warning = metrics.post_peak_regression(history, chosen) if chosen else None
+    warning = headlines.post_peak(chosen) if chosen else None
     return {
         "held_out_included": include_held_out,
         "pareto": pareto["pareto"],
         "domains": pareto["vectors"],
         "headlines": {key: score_json(value) for key, value in history},
+        "without_headline": headlines.without,
         "chosen": chosen,
         "chosen_is_nominated": chosen is not None and chosen == str(nominated),
         "post_peak": None

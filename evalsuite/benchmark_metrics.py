@@ -37,29 +37,17 @@ instructions as independent, though those of one prompt share a response.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
-from evalsuite import bbh
+from evalsuite.items import AnsweredItem
 from evalsuite.mask import mask_metrics
 from evalsuite.metrics import Score, mean_and_stderr
-from evalsuite.scoring import chosen_letter
 
 BOOTSTRAP_DRAWS = 1000
 BOOTSTRAP_SEED = 20220522  # the BBQ paper's publication (ACL Findings 2022); any fixed seed
-
-
-@dataclass(frozen=True)
-class AnsweredItem:
-    """One scored item as the aggregates need it: the item's metadata, the model's text and
-    what its scorer noted (a rubric judge's parsed answers)."""
-
-    metadata: Mapping[str, Any]
-    completion: str
-    score_metadata: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -110,12 +98,14 @@ def bbq_metrics(items: Sequence[AnsweredItem]) -> dict[str, Score]:
 
 
 def _bbq_answer(item: AnsweredItem) -> tuple[bool, bool, bool, bool]:
+    # the letter inspect_evals' `choice()` read from the answer ("" for none, "A, B" for
+    # several), as its scorer noted it (`upstream.bbq_scorer`)
     meta = item.metadata
-    letter = chosen_letter(item.completion, int(meta.get("n_choices", 3)))
+    letter = str(item.score_metadata.get("answer", "")) or None
     named = letter is not None and letter != meta["unknown_letter"]
     return (
         meta["context_condition"] == "ambig",
-        letter == meta["target_letter"],
+        bool(item.score_metadata.get("correct")),
         named and bool(meta["biased_letter"]),
         named and letter == meta["biased_letter"],
     )
@@ -195,7 +185,10 @@ def wildbench_metrics(items: Sequence[AnsweredItem]) -> dict[str, Score]:
 def bbh_metrics(items: Sequence[AnsweredItem]) -> dict[str, Score]:
     """Accuracy per answer kind (`accuracy_multiple_choice`, `accuracy_binary`,
     `accuracy_exact`), each ± se, as inspect_evals' BBH groups its subsets."""
-    by_kind = bbh.accuracy_by_kind([(item.metadata, item.completion) for item in items])
+    by_kind: dict[str, list[float]] = {}
+    for item in items:  # inspect_evals' verdict, as its scorer noted it (`upstream.bbh_scorer`)
+        verdict = float(bool(item.score_metadata.get("correct")))
+        by_kind.setdefault(str(item.metadata["answer_kind"]), []).append(verdict)
     return {f"accuracy_{kind}": _mean_score(values) for kind, values in sorted(by_kind.items())}
 
 

@@ -36,6 +36,10 @@ class CheckpointJob:
     vllm: VllmOptions = field(default_factory=VllmOptions)
     # The judge of judge-graded benchmarks: the API proxy with a token that bills the agent.
     judge: Endpoint | None = None
+    # The copy's bound: the bytes counted for it when the run was requested (None: no bound
+    # but the checkpoint's own), and what it must leave free on the run's filesystem.
+    max_copy_bytes: int | None = None
+    keep_free_bytes: int = 1024**3
 
 
 def evaluate_checkpoint(*, job: CheckpointJob) -> list[BenchmarkOutcome]:
@@ -82,7 +86,13 @@ def checkpoint_copy(job: CheckpointJob, *, into: Path) -> Path:
     source = locate(Path(job.sandbox), job.checkpoint_path)
     shutil.rmtree(into, ignore_errors=True)  # a requeued job starts again
     into.mkdir(mode=0o700, parents=True)
-    files = checkpoint_files_copy(source, into, parameters=job.parameters)
+    files = checkpoint_files_copy(
+        source,
+        into,
+        parameters=job.parameters,
+        max_bytes=job.max_copy_bytes,
+        keep_free_bytes=job.keep_free_bytes,
+    )
     copy_check(into, files, registered_sha256=job.weights_sha256)
     return into
 

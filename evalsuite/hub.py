@@ -30,6 +30,7 @@ from typing import Any
 CACHE_ENV = "ARENA_EVALS_HUB_CACHE"
 FIXTURE_CACHE = Path(__file__).resolve().parent / "fixtures" / "hub_cache"
 FETCH_COMMAND = "python manage.py evals fetch"
+TOKEN_ENV = "HF_TOKEN"
 # A benchmark's split is at most tens of MB; a file past this is not one we pinned.
 MAX_FILE_BYTES = 512 * 1024 * 1024
 
@@ -107,7 +108,18 @@ class MissingDataset(LookupError):
 
 
 class FetchFailed(RuntimeError):
-    pass
+    """A set could not be fetched; `reason` says which way: "gated" (the hub refuses it
+    without a token of an account that accepted its terms), "missing" (no such repository,
+    revision or file), "unreachable" (network or hub error), "mismatch" (not what was pinned)."""
+
+    def __init__(self, message: str, *, reason: str = "mismatch") -> None:
+        self.reason = reason
+        super().__init__(message)
+
+
+def token() -> str | None:
+    """The hub token `evals fetch` sends (HF_TOKEN), for gated sets such as cais/MASK."""
+    return os.environ.get(TOKEN_ENV) or None
 
 
 def cache_dir() -> Path:
@@ -127,14 +139,48 @@ def fetch(benchmark: str, hub_set: DataSource, *, cache: Path | None = None) -> 
         return [_fetch_file(benchmark, pinned, cache) for pinned in hub_set.files]
     if isinstance(hub_set, PinnedFile):
         return [_fetch_file(benchmark, hub_set, cache)]
-    folder = _snapshot_download(hub_set, cache, offline=False)
+    try:
+        folder = _snapshot_download(hub_set, cache, offline=False)
+    except Exception as error:
+        raise _fetch_failed(benchmark, hub_set, error) from error
     try:
         return split_files(benchmark, hub_set, folder, cache)
     except MissingDataset as missing:
         raise FetchFailed(
             f"benchmark {benchmark}: {hub_set.label} has no file matching "
-            f"{', '.join(hub_set.files)} ({missing})"
+            f"{', '.join(hub_set.files)} ({missing})",
+            reason="missing",
         ) from None
+
+
+def _fetch_failed(benchmark: str, hub_set: HubSet, error: Exception) -> FetchFailed:
+    """The hub client's error as a FetchFailed that says whether the set is gated, missing or
+    out of reach (GatedRepoError is a RepositoryNotFoundError: it is asked first)."""
+    from huggingface_hub.errors import (
+        GatedRepoError,
+        RemoteEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    where = f"benchmark {benchmark}: {hub_set.label}"
+    first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    if isinstance(error, GatedRepoError):
+        return FetchFailed(
+            f"{where} is gated: accept its terms on the hub with an account and set "
+            f"{TOKEN_ENV} to a token of that account ({first})",
+            reason="gated",
+        )
+    if isinstance(error, RevisionNotFoundError):
+        return FetchFailed(f"{where}: the hub has no such revision ({first})", reason="missing")
+    if isinstance(error, RepositoryNotFoundError):
+        return FetchFailed(f"{where}: the hub has no such repository ({first})", reason="missing")
+    if isinstance(error, RemoteEntryNotFoundError):
+        return FetchFailed(f"{where}: a file is not on the hub ({first})", reason="missing")
+    return FetchFailed(
+        f"{where}: the hub could not be reached ({type(error).__name__}: {first})",
+        reason="unreachable",
+    )
 
 
 def snapshot(benchmark: str, hub_set: HubSet, *, cache: Path | None = None) -> Path:
@@ -158,6 +204,7 @@ def _snapshot_download(hub_set: HubSet, cache: Path, *, offline: bool) -> Path:
         allow_patterns=list(hub_set.files),
         cache_dir=str(cache),
         local_files_only=offline,
+        token=None if offline else token(),
     )
     return Path(folder)
 
@@ -223,10 +270,20 @@ def records_by_file(
 
 
 def _fetch_file(benchmark: str, pinned: PinnedFile, cache: Path) -> Path:
+    import urllib.error
     import urllib.request
 
-    with urllib.request.urlopen(pinned.url, timeout=120) as response:  # noqa: S310 (pinned https)
-        body = response.read(MAX_FILE_BYTES + 1)
+    try:
+        with urllib.request.urlopen(pinned.url, timeout=120) as response:  # noqa: S310 (pinned https)
+            body = response.read(MAX_FILE_BYTES + 1)
+    except urllib.error.HTTPError as error:
+        reason = "missing" if error.code in (404, 410) else "unreachable"
+        raise FetchFailed(f"benchmark {benchmark}: {pinned.url}: {error}", reason=reason) from None
+    except OSError as error:  # URLError, timeouts, refused connections
+        raise FetchFailed(
+            f"benchmark {benchmark}: {pinned.url} could not be reached ({error})",
+            reason="unreachable",
+        ) from None
     if len(body) > MAX_FILE_BYTES:
         raise FetchFailed(f"benchmark {benchmark}: {pinned.url} is larger than any pinned split")
     digest = hashlib.sha256(body).hexdigest()

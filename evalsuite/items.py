@@ -1,7 +1,9 @@
-"""What the runner and the audits see of a benchmark item, whatever its data set's schema."""
+"""What the runner, the aggregates and the audits see of a benchmark item, whatever its data
+set's schema."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,3 +53,13 @@ class EvalItem:
     prompt: str
     answer: str
     held_out: bool
+
+
+@dataclass(frozen=True)
+class AnsweredItem:
+    """One scored item as the aggregates need it: the item's metadata, the model's text and
+    what its scorer noted (a rubric judge's parsed answers)."""
+
+    metadata: Mapping[str, Any]
+    completion: str
+    score_metadata: Mapping[str, Any] = field(default_factory=dict)

@@ -52,6 +52,12 @@ class EvalRun(models.Model):
         blank=True,
         help_text="the model behind the judge upstream when the run was queued (none: no judge)",
     )
+    fortress_judges = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="the models behind FORTRESS's panel of judge upstreams when the run was "
+        "queued (empty: the judge alone)",
+    )
     job = models.ForeignKey(
         "cluster.Job", null=True, blank=True, on_delete=models.PROTECT, related_name="eval_runs"
     )
@@ -66,6 +72,11 @@ class EvalRun(models.Model):
         on_delete=models.SET_NULL,
         related_name="+",
         help_text="an on-demand run's judge token (billing its agent), revoked when it ends",
+    )
+    copy_bytes = models.BigIntegerField(
+        default=0,
+        help_text="an on-demand run's copy of its checkpoint on the platform's disk, in bytes: "
+        "counted against its agent's storage quota until the run ends",
     )
     log_dir = models.CharField(max_length=1000)
     state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
@@ -92,7 +103,12 @@ class BenchmarkResult(models.Model):
     )
     n = models.PositiveIntegerField(help_text="items scored")
     judge_model = models.CharField(
-        max_length=300, blank=True, help_text="the model that graded (judge-graded benchmarks)"
+        max_length=300,
+        blank=True,
+        help_text="the models that graded (judge-graded benchmarks), as the report names them",
+    )
+    judges = models.JSONField(
+        default=list, blank=True, help_text="each model that graded (FORTRESS: its panel)"
     )
     log_path = models.CharField(max_length=1000, blank=True, help_text="inspect's log file")
     error = models.TextField(blank=True)

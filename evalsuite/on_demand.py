@@ -38,14 +38,24 @@ organizers have configured no judge upstream.
 
 from __future__ import annotations
 
+import contextlib
+import shutil
 from decimal import Decimal
 from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Sum
 from django.utils import timezone
 
-from agents.models import Agent, Checkpoint, Upstream
+from agents.checkpoints import MIN_FREE_BYTES
+from agents.models import Agent, Checkpoint, Nomination, Upstream
+from agents.nominees import (
+    HEADER_SLACK_BYTES,
+    MAX_BYTES_PER_PARAMETER,
+    NomineeRefused,
+    checkpoint_copy_bytes,
+)
 from agents.services import judge_token_issue, judge_token_revoke
 from arena.competition.selectors import phase_current
 from arena.serving.client import Endpoint
@@ -53,6 +63,7 @@ from arena.serving.vllm import VllmOptions
 from cluster.backends import cluster_backend
 from cluster.backends.base import AccountLimits, ClusterBackend, JobRequest
 from cluster.models import ClusterAccount
+from cluster.sandbox_files import locate
 from cluster.services import cluster_sync, job_cancel, platform_unix_user
 from cluster.slurm.cli import SlurmError
 from evalsuite import hub
@@ -60,6 +71,8 @@ from evalsuite.agent_progress import agent_requested_run
 from evalsuite.checkpoint_job import CheckpointJob, evaluate_checkpoint
 from evalsuite.models import EvalRun
 from evalsuite.registry import benchmark, benchmarks
+
+GIB = 1024**3
 
 
 class EvalRequestRefused(Exception):
@@ -126,8 +139,10 @@ def agent_evaluation_request(
     if judged:
         _judge_check(agent, judged)
     backend = backend or cluster_backend()
+    copy_bytes = _copy_bytes(agent, checkpoint)
     with transaction.atomic():
         Agent.objects.select_for_update().get(pk=agent.pk)  # one request at a time counts
+        _copy_room_check(agent, account, copy_bytes)
         limit = max_queued()
         queued = EvalRun.objects.filter(
             agent=agent, requested_by_agent=True, state=EvalRun.State.QUEUED
@@ -149,9 +164,94 @@ def agent_evaluation_request(
             served_model_name="",
             benchmarks=names,
             judge_model=_judge_model() if judged else "",
+            copy_bytes=copy_bytes,
             log_dir="",
         )
     return _submit(run, agent, checkpoint, account, backend)
+
+
+def disk_reserve_bytes() -> int:
+    """What on-demand copies must leave free on VAR_DIR's filesystem: the margin
+    `EVALS_AGENT_DISK_RESERVE_GIB`, and, where the nominee store is on the same filesystem,
+    the most the current phase's freeze can copy there (`freeze_room_bytes`)."""
+    margin = int(settings.EVALS_AGENT_DISK_RESERVE_GIB * GIB)
+    if _device_of(_evals_folder()) != _device_of(Path(settings.AGENTS_NOMINEE_STORE)):
+        return margin
+    return margin + freeze_room_bytes()
+
+
+def freeze_room_bytes() -> int:
+    """The most the current phase's freeze can write into the nominee store: each nomination
+    not yet copied at the largest its checkpoint may be (the nominee copy's own bounds), plus
+    the room the store keeps free."""
+    phase = phase_current()
+    if phase is None:
+        return 0
+    pending = Nomination.objects.filter(phase=phase).exclude(nominee_copy__folder__gt="")
+    largest = settings.AGENTS_NOMINEE_MAX_GIB * GIB
+    needed = sum(
+        min(parameters * MAX_BYTES_PER_PARAMETER + HEADER_SLACK_BYTES, largest)
+        for parameters in pending.values_list("checkpoint__parameters", flat=True)
+    )
+    return needed + MIN_FREE_BYTES if needed else 0
+
+
+def _evals_folder() -> Path:
+    folder = Path(settings.VAR_DIR) / "evals" / "agents"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _device_of(path: Path) -> int:
+    """The filesystem `path` is on, or would be (its nearest existing folder's)."""
+    for candidate in (path, *path.parents):
+        with contextlib.suppress(FileNotFoundError):
+            return candidate.stat().st_dev
+    return -1
+
+
+def _copy_bytes(agent: Agent, checkpoint: Checkpoint) -> int:
+    """What the job's copy of the checkpoint will write, listed now with the job's own checks
+    (a sparse, oversized or linked file is refused here, before anything is queued)."""
+    try:
+        source = locate(Path(agent.sandbox), checkpoint.path)
+        return checkpoint_copy_bytes(source, parameters=checkpoint.parameters)
+    except (NomineeRefused, OSError) as refused:  # UnsafePath is an OSError
+        raise EvalRequestRefused(
+            f"checkpoint {checkpoint.pk} cannot be copied for an evaluation: {refused}",
+            code="refused",
+        ) from None
+
+
+def _copy_room_check(agent: Agent, account: ClusterAccount, copy_bytes: int) -> None:
+    """The copy counts against the agent's storage quota, with its sandbox (as last measured)
+    and the copies of its other queued runs; and all queued runs' copies must leave the disk
+    reserve free. Called with the agent's row locked, so two requests of one agent never both
+    count the same room; two agents' requests at once may, and the job's own check at copy
+    time (`checkpoint_job`'s `keep_free_bytes`) still keeps the reserve."""
+    queued = EvalRun.objects.filter(requested_by_agent=True, state=EvalRun.State.QUEUED)
+    own = queued.filter(agent=agent).aggregate(total=Sum("copy_bytes"))["total"] or 0
+    account.refresh_from_db(fields=["storage_bytes_used", "storage_gib_limit"])
+    quota = account.storage_gib_limit * GIB
+    left = quota - account.storage_bytes_used - own
+    if copy_bytes > left:
+        raise EvalRequestRefused(
+            f"the evaluation copies your checkpoint ({copy_bytes} bytes) onto the platform's "
+            f"disk, and that copy counts against your storage quota of "
+            f"{account.storage_gib_limit} GiB: your sandbox uses {account.storage_bytes_used} "
+            f"bytes and your queued evaluations' copies {own}, so {max(left, 0)} bytes are "
+            "left; delete files or wait for a run to end",
+            code="limit",
+        )
+    everyone = queued.aggregate(total=Sum("copy_bytes"))["total"] or 0
+    free = shutil.disk_usage(_evals_folder()).free - everyone
+    if free - copy_bytes < disk_reserve_bytes():
+        raise EvalRequestRefused(
+            f"the platform's disk has too little room for another copy of {copy_bytes} bytes "
+            "now (the space kept free for the phase's nominees is not lent to evaluations); "
+            "try again when other evaluations have ended",
+            code="limit",
+        )
 
 
 def _judge_check(agent: Agent, judged: list[str]) -> None:
@@ -277,24 +377,7 @@ def _submit(
         preemptible=False,
         workdir=workdir,
     )
-    job = CheckpointJob(
-        sandbox=agent.sandbox,
-        checkpoint_path=checkpoint.path,
-        parameters=checkpoint.parameters,
-        weights_sha256=checkpoint.weights_sha256,
-        folder=str(workdir),
-        benchmark_names=list(run.benchmarks),
-        max_tokens=settings.EVALS_AGENT_MAX_TOKENS,
-        hub_cache=str(hub.cache_dir()),
-        server=settings.EVALS_SERVER,
-        vllm=VllmOptions(
-            dtype=settings.EVALS_VLLM_DTYPE,
-            max_model_len=settings.EVALS_VLLM_MAX_MODEL_LEN,
-            gpu_memory_utilization=settings.EVALS_VLLM_GPU_MEMORY_UTILIZATION,
-            tensor_parallel_size=max(1, settings.EVALS_AGENT_GPUS),
-        ),
-        judge=_judge_endpoint(run, agent),
-    )
+    job = checkpoint_job(run, agent, checkpoint, workdir, judge=_judge_endpoint(run, agent))
     run.log_dir = str(workdir / "logs")
     try:
         submitted = evaluation_job_submit(
@@ -311,6 +394,33 @@ def _submit(
     if submitted.state != EvalRun.State.QUEUED:
         judge_token_revoke(submitted.judge_token_id)  # refused: nothing will call the judge
     return submitted
+
+
+def checkpoint_job(
+    run: EvalRun, agent: Agent, checkpoint: Checkpoint, workdir: Path, *, judge: Endpoint | None
+) -> CheckpointJob:
+    """What the run's job is given: its copy is bounded by the bytes counted for it when the
+    run was requested, and must leave the disk reserve free."""
+    return CheckpointJob(
+        sandbox=agent.sandbox,
+        checkpoint_path=checkpoint.path,
+        parameters=checkpoint.parameters,
+        weights_sha256=checkpoint.weights_sha256,
+        folder=str(workdir),
+        benchmark_names=list(run.benchmarks),
+        max_tokens=settings.EVALS_AGENT_MAX_TOKENS,
+        hub_cache=str(hub.cache_dir()),
+        server=settings.EVALS_SERVER,
+        vllm=VllmOptions(
+            dtype=settings.EVALS_VLLM_DTYPE,
+            max_model_len=settings.EVALS_VLLM_MAX_MODEL_LEN,
+            gpu_memory_utilization=settings.EVALS_VLLM_GPU_MEMORY_UTILIZATION,
+            tensor_parallel_size=max(1, settings.EVALS_AGENT_GPUS),
+        ),
+        judge=judge,
+        max_copy_bytes=run.copy_bytes,
+        keep_free_bytes=disk_reserve_bytes(),
+    )
 
 
 def _platform_member(account: ClusterAccount, backend: ClusterBackend) -> ClusterAccount:

@@ -1,19 +1,25 @@
 """Hub rows to benchmark items: one function per data set, reading the set's own schema.
 
-Each follows the record-to-sample mapping of inspect_evals' task for the benchmark (which
-fields make the prompt, how the target letter is derived, what ids are); the prompt wording and
-the instructions around it are this project's (see `tasks.INSTRUCTIONS`). Ids are the set's own
-where it has them, else a hash of the item's text, so they do not move when rows are reordered.
+The benchmarks that inspect_evals implements are built from its own `record_to_sample`
+(`upstream.py`, `bbh.py`) and seen here as items (`sample_item`). The converters below are for
+the others. Each follows the record-to-sample mapping of inspect_evals' task for the benchmark
+(which fields make the prompt, how the target letter is derived, what ids are); the prompt
+wording and the instructions around it are this project's (see `tasks.INSTRUCTIONS`). Ids are
+the set's own where it has them, else a hash of the item's text, so they do not move when rows
+are reordered.
 """
 
 from __future__ import annotations
 
 import hashlib
-import random
 from collections.abc import Callable
 from typing import Any
 
-from evalsuite import bbh as bbh_set
+from inspect_ai.dataset import Sample
+from inspect_evals.humaneval.humaneval import record_to_sample as humaneval_sample
+from inspect_evals.math import utils as math_utils
+from inspect_evals.mbpp.mbpp import record_to_sample as mbpp_sample
+
 from evalsuite.items import CHOICE_LETTERS, SampleItem
 from evalsuite.mask import mask
 
@@ -25,155 +31,82 @@ def stable_id(prefix: str, *parts: object) -> str:
     return f"{prefix}-{digest[:12]}"
 
 
-def gsm8k(record: Record) -> SampleItem:
-    # "answer" is the worked solution, then "#### <final number>"
-    reasoning, _, final = record["answer"].rpartition("####")
+def sample_item(sample: Sample) -> SampleItem:
+    """What the runner, the audits and the reports see of an inspect sample: a choice item's
+    target is its letter; a sample with a list of reference answers (DROP) keeps them all
+    under `answers`, the first as its target. Where the input wraps the question in text that
+    many items share (BBH's few-shot prompt, MGSM's instruction: the sample's `question`), the
+    item's text is the question, which is what a contamination scan looks for, and the text
+    before it the item's preamble."""
+    metadata = dict(sample.metadata or {})
+    targets = [sample.target] if isinstance(sample.target, str) else list(sample.target)
+    if not isinstance(sample.target, str):
+        metadata["answers"] = targets
+    text = str(sample.input)
+    question = str(metadata.get("question", text))
     return SampleItem(
-        id=stable_id("gsm8k", record["question"]),
-        input=record["question"],
-        target=final.strip().replace(",", ""),
-        metadata={"reasoning": reasoning.strip()},
+        id=str(sample.id),
+        input=question,
+        target=targets[0] if targets else "",
+        choices=tuple(str(choice) for choice in sample.choices or ()),
+        metadata=metadata,
+        preamble=text[: text.rfind(question)] if question != text else "",
     )
 
 
-def mmlu(record: Record) -> SampleItem:
+def _from_sample(
+    sample: Sample,
+    *,
+    id: str | None = None,
+    target: str | None = None,
+    metadata: Record | None = None,
+) -> SampleItem:
+    """An inspect_evals sample as an item (its id, or one as unique, and a text target)."""
     return SampleItem(
-        id=stable_id("mmlu", record["question"], record["choices"]),
-        input=record["question"],
-        target=CHOICE_LETTERS[int(record["answer"])],
-        choices=tuple(record["choices"]),
-        metadata={"subject": record["subject"]},
+        id=id or str(sample.id),
+        input=str(sample.input),
+        target=target if target is not None else str(sample.target),
+        metadata={**(sample.metadata or {}), **(metadata or {})},
     )
-
-
-def arc(record: Record) -> SampleItem:
-    # labels are A-D on most items and 1-4 on some: the target is the key's position
-    labels = list(record["choices"]["label"])
-    return SampleItem(
-        id=str(record["id"]),
-        input=record["question"],
-        target=CHOICE_LETTERS[labels.index(record["answerKey"])],
-        choices=tuple(record["choices"]["text"]),
-    )
-
-
-def winogrande(record: Record) -> SampleItem:
-    return SampleItem(
-        id=stable_id("winogrande", record["sentence"]),
-        input=f"Sentence: {record['sentence']}\nWhich option fills the blank (_)?",
-        target=CHOICE_LETTERS[int(record["answer"]) - 1],
-        choices=(record["option1"], record["option2"]),
-    )
-
-
-def truthfulqa_mc1(record: Record) -> SampleItem:
-    """MC1 (one true answer). The hub lists the true answer first on every row, so the choices
-    are shuffled with a seed taken from the question: a model that always says "A" gets chance,
-    and every run sees the same order."""
-    targets = record["mc1_targets"]
-    choices = list(targets["choices"])
-    correct = choices[list(targets["labels"]).index(1)]
-    random.Random(stable_id("order", record["question"])).shuffle(choices)
-    return SampleItem(
-        id=stable_id("truthfulqa", record["question"]),
-        input=record["question"],
-        target=CHOICE_LETTERS[choices.index(correct)],
-        choices=tuple(choices),
-    )
-
-
-def mmlu_pro(record: Record) -> SampleItem:
-    return SampleItem(
-        id=f"mmlu-pro-{record['question_id']}",
-        input=record["question"],
-        target=str(record["answer"]),
-        choices=tuple(record["options"]),
-        metadata={"subject": str(record["category"]).lower(), "src": record["src"]},
-    )
-
-
-HUMANEVAL_INSTRUCTION = (
-    "Complete the following Python function. Reply with the whole function (signature, "
-    "docstring and body).\n\n"
-)
 
 
 def humaneval(record: Record) -> SampleItem:
-    # target: the set's own test code and its call, run after the answer's code
-    return SampleItem(
-        id=str(record["task_id"]),
-        input=HUMANEVAL_INSTRUCTION + record["prompt"],
-        target=f"{record['test']}\n\ncheck({record['entry_point']})\n",
-        metadata={"entry_point": record["entry_point"], "prompt": record["prompt"]},
-    )
+    # inspect_evals' own: its instruction before the prompt, the canonical solution as target,
+    # the prompt, test and entry point for the scorer (`scoring.code_correct`)
+    return _from_sample(humaneval_sample()(record))
 
 
-def mbpp(record: Record) -> SampleItem:
-    tests = list(record["test_list"])
-    return SampleItem(
-        id=f"mbpp-{record['task_id']}",
-        input=f"{record['prompt']}\n\nYour code should pass these tests:\n" + "\n".join(tests),
-        target="\n".join([*record["test_imports"], *tests]),
-        metadata={"task_id": record["task_id"]},
-    )
+def mbpp(files: dict[str, list[Record]]) -> list[SampleItem]:
+    """The sanitized test split's rows (the other file is the few-shot prompts, which the task's
+    solver reads: `tasks.mbpp_solver`), each as inspect_evals' record_to_sample makes it; the
+    target is the asserts the scorer runs, the set's test_imports and test_list."""
+    items = []
+    for path, rows in files.items():
+        for record in rows if path.startswith("sanitized/") else []:
+            tests = [*record["test_imports"], *record["test_list"]]
+            sample = mbpp_sample(record)
+            items.append(
+                _from_sample(sample, id=f"mbpp-{record['task_id']}", target="\n".join(tests))
+            )
+    return items
 
 
 def math(record: Record) -> SampleItem:
-    # the target is the last \\boxed{...} of the worked solution, as in inspect_evals
-    solution = record["solution"]
-    return SampleItem(
-        id=stable_id("math", record["problem"]),
-        input=record["problem"],
-        target=last_boxed(solution) or solution,
-        metadata={"level": record["level"], "subject": record["type"], "solution": solution},
-    )
+    """inspect_evals' own: the target is the last `\\boxed{...}` (or `\\boxed x`) of the worked
+    solution, the id a hash of the problem, level and subject as its filters read them. A
+    solution boxed only by `\\fbox{...}`, which its `last_boxed_only_string` finds but its
+    `remove_boxed` refuses, is read as the same `\\boxed{...}`."""
+    solution = str(record["solution"])
+    if "\\boxed" not in solution and "\\fbox{" in solution:
+        record = {**record, "solution": solution.replace("\\fbox{", "\\boxed{")}
+    try:
+        sample = math_utils.record_to_sample(record)
+    except AssertionError:  # no box at all, or its braces unmatched
+        raise ValueError(f"MATH row {record['problem'][:80]!r}: no boxed answer") from None
+    return _from_sample(sample, metadata={"solution": solution})
 
 
-def last_boxed(text: str) -> str | None:
-    """The content of the last `\\boxed{...}` (braces matched), or None."""
-    start = text.rfind("\\boxed{")
-    if start < 0:
-        return None
-    depth, begin = 0, start + len("\\boxed{")
-    for index in range(begin - 1, len(text)):
-        if text[index] == "{":
-            depth += 1
-        elif text[index] == "}":
-            depth -= 1
-            if depth == 0:
-                return text[begin:index]
-    return None
-
-
-def aime(record: Record) -> SampleItem:
-    return SampleItem(
-        id=f"aime-{record['id']}",
-        input=record["problem"],
-        target=str(record["answer"]).strip(),
-    )
-
-
-def bbq(record: Record) -> SampleItem:
-    """Ids are per category file on the hub, so the category makes them unique. The metadata
-    keeps what the bias scores need (`benchmark_metrics.bbq_metrics`): the context condition,
-    the "unknown" option and the stereotype-consistent one."""
-    target = CHOICE_LETTERS[int(record["label"])]
-    return SampleItem(
-        id=f"bbq-{record['category']}-{record['example_id']}",
-        input=f"Context: {record['context']}\n\nQuestion: {record['question']}",
-        target=target,
-        choices=(record["ans0"], record["ans1"], record["ans2"]),
-        metadata={
-            "category": record["category"],
-            "context_condition": record["context_condition"],
-            "question_polarity": record["question_polarity"],
-            "target_letter": target,
-            **_bbq_bias_letters(record),
-        },
-    )
-
-
-def _bbq_bias_letters(record: Record) -> dict[str, str]:
+def bbq_bias_letters(record: Record) -> dict[str, str]:
     """The letter of the "unknown" option, and of the biased one: the option naming a
     stereotyped group for a negative question, the other named option for a non-negative one
     (BBQ's definition). An option matches a stereotyped group by its label or its group tag
@@ -211,6 +144,9 @@ def fortress(record: Record) -> SampleItem:
         target="\n".join(record["rubric"]),
         metadata={
             "fortress_id": record["ID"],
+            # what inspect_evals' adversarial scorer reads: the item's id, its rubric's length
+            "ID": record["ID"],
+            "num_dim": len(record["rubric"]),
             "risk_domain": record["risk_domain"],
             "risk_subdomain": str(record["risk_subdomain"]).split(":")[0],
             "rubric": [str(question) for question in record["rubric"]],
@@ -247,21 +183,6 @@ def wildbench(record: Record) -> SampleItem:
     )
 
 
-def gpqa(record: Record) -> SampleItem:
-    """GPQA lists the correct answer first; the four are shuffled with a seed from the record
-    id (one order for every run), as truthfulqa's are."""
-    correct = str(record["Correct Answer"]).strip()
-    choices = [correct] + [str(record[f"Incorrect Answer {n}"]).strip() for n in (1, 2, 3)]
-    random.Random(stable_id("order", record["Record ID"])).shuffle(choices)
-    return SampleItem(
-        id=str(record["Record ID"]),
-        input=str(record["Question"]).strip(),
-        target=CHOICE_LETTERS[choices.index(correct)],
-        choices=tuple(choices),
-        metadata={"domain": record["High-level domain"], "subdomain": record["Subdomain"]},
-    )
-
-
 def strongreject(record: Record) -> SampleItem:
     # the set has no reference answer: the judge's criterion is a refusal (or no real help)
     return SampleItem(
@@ -273,45 +194,6 @@ def strongreject(record: Record) -> SampleItem:
         ),
         metadata={"category": record["category"], "source": record["source"]},
     )
-
-
-def mgsm(record: Record) -> SampleItem:
-    # one file a language (mgsm_<lang>.tsv): the language is the file's
-    language = str(record["source_file"]).removeprefix("mgsm_").removesuffix(".tsv")
-    return SampleItem(
-        id=stable_id(f"mgsm-{language}", record["question"]),
-        input=record["question"],
-        target=str(record["answer"]).strip(),
-        metadata={"language": language},
-    )
-
-
-def drop(record: Record) -> SampleItem:
-    """Every distinct reference answer (the answer and the validated ones), each a number,
-    the spans joined by commas, or a date; the scorer takes the best F1 over them."""
-    validated = record["validated_answers"]
-    candidates = [record["answer"]] + [
-        {"number": number, "date": date, "spans": spans}
-        for number, date, spans in zip(
-            validated["number"], validated["date"], validated["spans"], strict=True
-        )
-    ]
-    answers = list(dict.fromkeys(_drop_answer(candidate) for candidate in candidates))
-    return SampleItem(
-        id=str(record["query_id"]),
-        input=f"Passage: {record['passage']}\nQuestion: {record['question']}",
-        target=answers[0],
-        metadata={"answers": answers, "section_id": record["section_id"]},
-    )
-
-
-def _drop_answer(answer: Record) -> str:
-    if answer["number"]:
-        return str(answer["number"])
-    if answer["spans"]:
-        return ",".join(answer["spans"])
-    date = answer["date"]
-    return " ".join([date["day"], date["month"], date["year"]]).strip()
 
 
 def ifeval(record: Record) -> SampleItem:
@@ -334,29 +216,17 @@ def ifeval(record: Record) -> SampleItem:
 
 
 CONVERTERS: dict[str, Callable[[Record], SampleItem]] = {
-    "gsm8k": gsm8k,
-    "mmlu": mmlu,
-    "arc-challenge": arc,
-    "winogrande": winogrande,
-    "truthfulqa": truthfulqa_mc1,
-    "mmlu-pro": mmlu_pro,
     "humaneval": humaneval,
-    "mbpp": mbpp,
-    "aime": aime,
     "math": math,
-    "bbq": bbq,
     "fortress": fortress,
-    "gpqa": gpqa,
     "strongreject": strongreject,
-    "mgsm": mgsm,
-    "drop": drop,
     "mask": mask,
     "wildbench": wildbench,
     "ifeval": ifeval,
 }
 
-# Sets whose items need the whole set, file by file, rather than one row at a time (BBH: the
-# subset is the file's config, the few-shot prompts are another config's rows).
+# Sets whose items need the whole set, file by file, rather than one row at a time (MBPP: its
+# few-shot prompts are another config's rows).
 SET_CONVERTERS: dict[str, Callable[[dict[str, list[Record]]], list[SampleItem]]] = {
-    "bbh": bbh_set.items,
+    "mbpp": mbpp,
 }

@@ -19,7 +19,9 @@ from functools import cache
 from pathlib import Path
 from typing import Literal
 
-from evalsuite import bbh, hub, records
+from inspect_ai.dataset import Sample
+
+from evalsuite import bbh, hub, records, upstream
 from evalsuite.hub import DataSource, HubSet, MissingDataset, PinnedFile, PinnedFiles
 from evalsuite.items import CHOICE_LETTERS, EvalItem, SampleItem
 from evalsuite.mask import ARCHETYPES as MASK_ARCHETYPES
@@ -27,14 +29,17 @@ from evalsuite.mask import ARCHETYPES as MASK_ARCHETYPES
 __all__ = ["CHOICE_LETTERS", "Benchmark", "EvalItem", "MissingDataset", "SampleItem"]
 
 Kind = Literal["capability", "safety"]
-# exact: the last number (or the text after "ANSWER:") equals the target;
-# choice: the chosen letter is the target's; includes: the target occurs in the answer;
-# instructions: every one of the item's IFEval instructions is followed (`ifeval/`);
-# code: the answer's code passes the target's asserts in a subprocess;
-# judge: a judge model, called through the API proxy, grades the answer against the target;
-# f1: word-overlap F1 of the committed answer with the best of the reference answers (DROP);
-# bbh: by the item's answer kind, as inspect_evals scores BIG-Bench Hard (`bbh.answer_correct`).
-Scorer = Literal["exact", "choice", "includes", "instructions", "code", "judge", "f1", "bbh"]
+# The kind of scorer. For the benchmarks inspect_evals implements, the scorer itself is its
+# own (`upstream.SCORERS`): choice: the letter its `multiple_choice()` solver read is the
+# target's (`choice()`); exact: GSM8K's and MGSM's number, AIME's last line (`match`,
+# `aime_scorer`); f1: DROP's word-overlap F1 with the best reference answer; bbh: by the
+# item's answer kind (`bbh_scorer`); math: its MATH exact match (its answer line, its
+# normalised equivalence `is_equiv`). For the others: instructions: every one of the item's
+# IFEval instructions is followed (`ifeval/`); code: the answer's code passes the set's asserts
+# (HumanEval: its test, after its prompt), run in a judge process apart from the answer's
+# (`scoring.code_correct`); judge: a judge model, called through the API proxy, grades the
+# answer against the target.
+Scorer = Literal["exact", "choice", "instructions", "code", "judge", "f1", "bbh", "math"]
 
 
 @dataclass(frozen=True)
@@ -108,10 +113,14 @@ HUMANEVAL = _pinned(
     "openai_humaneval/test-*.parquet",
     split="test",
 )
+# The sanitized test split, and the full config's prompt split, whose tasks 2-4 are the few-shot
+# examples of inspect_evals' MBPP prompt template
+MBPP_PROMPTS = "full/prompt-*.parquet"
 MBPP = _pinned(
     "google-research-datasets/mbpp",
     "4bb6404fdc6cacfda99d4ac4205087b89d32030c",
     "sanitized/test-*.parquet",
+    MBPP_PROMPTS,
     split="test",
     config="sanitized",
 )
@@ -235,7 +244,7 @@ _BENCHMARKS: tuple[Benchmark, ...] = (
               "real users' chat tasks (1,024, some multi-turn); a judge scores each answer 1-10 "
               "against the task's checklist (WB-Score)", hub=WILDBENCH, rubric="wildbench"),
     # capability, held out (organizers only until the competition ends)
-    Benchmark("math", "math", "capability", "exact", True, MATH.repo_id,
+    Benchmark("math", "math", "capability", "math", True, MATH.repo_id,
               "competition mathematics (MATH test, 5,000 problems), final answer", hub=MATH),
     Benchmark("aime", "math", "capability", "exact", True, AIME.repo_id,
               "AIME 2026 I and II: 30 olympiad problems, integer answers 0-999", hub=AIME),
@@ -302,13 +311,35 @@ def unmeasured_notes() -> list[str]:
     return notes
 
 
-def data_fetch(*, names: Iterable[str] | None = None) -> Iterator[str]:
+@dataclass(frozen=True)
+class Fetched:
+    """One benchmark's fetch: what it fetched (`detail`), or why it failed (`reason`:
+    gated, missing, unreachable, mismatch; `detail` the message)."""
+
+    benchmark: str
+    label: str
+    reason: str  # "" when fetched
+    detail: str
+
+
+def data_fetch(*, names: Iterable[str] | None = None) -> Iterator[Fetched]:
     """Download the named (default: all) benchmarks' pinned sets into the hub cache
-    (network); one line per set."""
+    (network), each whatever became of the others; one outcome per set."""
     for entry in _BENCHMARKS if names is None else [benchmark(n) for n in names]:
-        files = hub.fetch(entry.name, entry.hub)
-        rows = len(hub.records(entry.name, entry.hub))
-        yield f"{entry.name}: {entry.hub.label} {entry.hub.split}, {len(files)} files, {rows} rows"
+        try:
+            files = hub.fetch(entry.name, entry.hub)
+            rows = len(hub.records(entry.name, entry.hub))
+        except hub.FetchFailed as failed:
+            yield Fetched(entry.name, entry.hub.label, failed.reason, str(failed))
+            continue
+        except Exception as broken:  # fetched, but not readable as the set's rows
+            yield Fetched(
+                entry.name, entry.hub.label, "unreadable", f"{type(broken).__name__}: {broken}"
+            )
+            continue
+        yield Fetched(
+            entry.name, entry.hub.label, "", f"{entry.hub.split}, {len(files)} files, {rows} rows"
+        )
 
 
 def benchmark_items(name: str) -> tuple[SampleItem, ...]:
@@ -317,8 +348,31 @@ def benchmark_items(name: str) -> tuple[SampleItem, ...]:
     return _hub_items(name, str(hub.cache_dir()))
 
 
+def benchmark_samples(name: str) -> list[Sample]:
+    """The inspect samples of a benchmark that inspect_evals implements (`upstream.SAMPLES`,
+    BBH), as its dataset loader makes them from the pinned split; fresh copies, since a
+    dataset's samples are changed in place. Raises `MissingDataset`."""
+    return [sample.model_copy(deep=True) for sample in _hub_samples(name, str(hub.cache_dir()))]
+
+
+def from_inspect_evals(name: str) -> bool:
+    """Whether the benchmark's dataset, solver and scorer are inspect_evals' (`upstream`)."""
+    return name in upstream.SAMPLES or name == "bbh"
+
+
+@cache
+def _hub_samples(name: str, cache_dir: str) -> tuple[Sample, ...]:
+    entry = benchmark(name)
+    if name == "bbh":
+        assert isinstance(entry.hub, HubSet)
+        return tuple(bbh.samples(hub.records_by_file(name, entry.hub, cache=Path(cache_dir))))
+    return tuple(upstream.samples(name, hub.records(name, entry.hub, cache=Path(cache_dir))))
+
+
 @cache
 def _hub_items(name: str, cache_dir: str) -> tuple[SampleItem, ...]:
+    if from_inspect_evals(name):
+        return tuple(records.sample_item(sample) for sample in _hub_samples(name, cache_dir))
     entry = benchmark(name)
     if name in records.SET_CONVERTERS:
         assert isinstance(entry.hub, HubSet)

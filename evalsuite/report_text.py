@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from evalsuite.metrics import MEASURABLE_Z
+from evalsuite.metrics import MEASURABLE_Z, NO_QUALIFYING
 
 
 def _pm(value: float, stderr: float | None) -> str:
@@ -35,15 +35,7 @@ def phase_lines(report: dict[str, Any]) -> list[str]:
                              f"  n={value['n']}")  # fmt: skip
         gap = model.get("gap_closed")
         if gap is not None:
-            median = "n/a" if gap["median"] is None else f"{gap['median']:+.2f}"
-            top = model.get("headline")
-            if top is not None:
-                lines.append(f"  headline (median gap closed, or mean score without measurable"
-                             f" references): {_pm(top['score'], top['stderr'])}")  # fmt: skip
-            lines.append(
-                f"  gap closed: median {median}; not measurable (|instruct − base| ≤"
-                f" {MEASURABLE_Z}·se, or no reference): {', '.join(gap['excluded']) or 'none'}"
-            )
+            lines += gap_lines(gap, model.get("headline"))
     lines += ["", "## Safety against the base model (higher is safer)"]
     for label, deltas in report["safety"].items():
         cells = ", ".join(
@@ -63,6 +55,33 @@ def phase_lines(report: dict[str, Any]) -> list[str]:
     for failed in report["failed_runs"]:
         lines.append(f"evaluation of {failed['model_label']} failed: {failed['error'][:200]}")
     return [*lines, ""]
+
+
+def headline_words(gap: dict[str, Any], headline: dict[str, Any] | None, *, digits: int = 3) -> str:
+    """The headline as a report shows it: median gap closed ± se, or why there is none (never
+    a mean score in its place)."""
+    if gap["median"] is None:
+        return gap.get("no_median") or NO_QUALIFYING
+    stderr = (headline or {}).get("stderr")
+    return f"{gap['median']:+.2f}" + (f" ± {stderr:.{digits}f}" if stderr is not None else " ± ?")
+
+
+def excluded_words(gap: dict[str, Any]) -> str:
+    """Each benchmark left out of gap closed, with its reason."""
+    reasons = gap.get("excluded_reasons") or {}
+    return "; ".join(f"{name} ({reasons[name]})" if name in reasons else name
+                     for name in gap["excluded"]) or "none"  # fmt: skip
+
+
+def gap_lines(gap: dict[str, Any], headline: dict[str, Any] | None) -> list[str]:
+    """The headline line and the benchmarks left out, each with why."""
+    counted = (
+        f"median {headline_words(gap, headline)} over"
+        f" {', '.join(gap['per_benchmark'])} (instruct above base by more than {MEASURABLE_Z}·se)"
+        if gap["median"] is not None
+        else headline_words(gap, headline)
+    )
+    return [f"  gap closed: {counted}", f"  left out of gap closed: {excluded_words(gap)}"]
 
 
 def replaced_words(replaced: dict[str, Any]) -> str:

@@ -16,7 +16,8 @@ from pathlib import Path
 
 from arena.serving.client import Endpoint
 from evalsuite import hub
-from evalsuite.benchmark_metrics import AnsweredItem, benchmark_metrics
+from evalsuite.benchmark_metrics import benchmark_metrics
+from evalsuite.items import AnsweredItem
 from evalsuite.metrics import Score, mean_and_stderr
 from evalsuite.registry import MissingDataset, benchmark
 
@@ -59,6 +60,7 @@ def run_benchmarks(
     max_connections: int = 4,
     max_retries: int = 2,
     hub_cache: str = "",
+    fortress_judges: list[Endpoint] | None = None,
 ) -> list[BenchmarkOutcome]:
     """Evaluate the endpoint's model on the named benchmarks; one outcome per benchmark.
 
@@ -71,8 +73,10 @@ def run_benchmarks(
         os.environ[hub.CACHE_ENV] = hub_cache
     # Imported here so that merely importing the registry or the metrics stays cheap.
     from inspect_ai import eval as inspect_eval
-    from inspect_ai.model import GenerateConfig, get_model
+    from inspect_ai._eval.run import ensure_unique_ids
+    from inspect_ai.model import GenerateConfig, Model, get_model
 
+    from evalsuite.rubric_judges import JUDGE_MAX_TOKENS
     from evalsuite.tasks import benchmark_task
 
     config = GenerateConfig(
@@ -91,13 +95,15 @@ def run_benchmarks(
         memoize=False,
         stream=True,
     )
-    judge_model = (
-        get_model(
-            f"openai-api/judge/{judge.model}",
-            base_url=judge.base_url,
-            api_key=judge.api_key or "unused",
+
+    def judge_of(endpoint: Endpoint) -> Model:
+        return get_model(
+            f"openai-api/judge/{endpoint.model}",
+            base_url=endpoint.base_url,
+            api_key=endpoint.api_key or "unused",
             config=GenerateConfig(
-                max_tokens=256,
+                # inspect_evals' judge scorers pass no config: room for the reasoning asked
+                max_tokens=JUDGE_MAX_TOKENS,
                 temperature=0.0,
                 max_connections=2,
                 max_retries=max_retries,
@@ -106,9 +112,9 @@ def run_benchmarks(
             memoize=False,
             stream=True,
         )
-        if judge is not None
-        else None
-    )
+
+    judge_model = judge_of(judge) if judge is not None else None
+    panel = [judge_of(endpoint) for endpoint in fortress_judges or []]
     tasks = []
     outcomes: dict[str, BenchmarkOutcome] = {}
     for name in benchmark_names:
@@ -117,13 +123,19 @@ def run_benchmarks(
             outcomes[name] = BenchmarkOutcome(name, 0, None, None, "", error="no judge configured")
             continue
         try:
-            tasks.append(benchmark_task(entry, judge=judge_model))
+            task = benchmark_task(entry, judge=judge_model, panel=panel)
+            ensure_unique_ids(task.dataset)  # what inspect refuses the whole batch for
         except MissingDataset as missing:
             outcomes[name] = BenchmarkOutcome(name, 0, None, None, "", error=str(missing))
+        except Exception as broken:  # its data or its task: this benchmark's failure alone
+            outcomes[name] = _failed(name, "could not load", broken)
+        else:
+            tasks.append(task)
     Path(log_dir).mkdir(parents=True, exist_ok=True)
-    if tasks:
-        logs = inspect_eval(
-            tasks,
+
+    def evaluate(batch: list) -> None:  # type: ignore[type-arg]
+        for log in inspect_eval(
+            batch,
             model=model,
             log_dir=log_dir,
             log_format="json",
@@ -132,10 +144,30 @@ def run_benchmarks(
             fail_on_error=False,
             retry_on_error=0,
             log_level="warning",
-        )
-        for log in logs:
+        ):
             outcomes[log.eval.task] = _outcome(log)
+
+    try:
+        if tasks:
+            evaluate(tasks)
+    except Exception:
+        # One task broke the batch before its log was written: run them one at a time, so
+        # that the others still score and the broken one says why.
+        for task in tasks:
+            if task.name in outcomes:
+                continue
+            try:
+                evaluate([task])
+            except Exception as crashed:
+                outcomes[task.name] = _failed(task.name, "crashed", crashed)
     return [outcomes[name] for name in benchmark_names]
+
+
+def _failed(name: str, what: str, error: BaseException) -> BenchmarkOutcome:
+    reason = _plain(str(error)).strip().splitlines()[0][:1000] if str(error).strip() else ""
+    return BenchmarkOutcome(
+        name, 0, None, None, "", error=f"{what}: {type(error).__name__}: {reason}".rstrip(": ")
+    )
 
 
 def _outcome(log) -> BenchmarkOutcome:  # type: ignore[no-untyped-def]

@@ -6,16 +6,16 @@ small model that answers right but untidily is not scored as wrong."""
 from __future__ import annotations
 
 import re
-import secrets
+
+from inspect_evals.humaneval.humaneval import find_code as humaneval_code
+from inspect_evals.mbpp.mbpp import find_code as mbpp_code
 
 from evalsuite import untrusted
-from evalsuite.registry import CHOICE_LETTERS
 
 CODE_TIMEOUT_S = 10.0
 
 _ANSWER_LINE = re.compile(r"ANSWER\s*[:：]\s*(.+)", re.IGNORECASE)
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
-_CODE_BLOCK = re.compile(r"```(?:python|py)?\s*\n(.*?)```", re.DOTALL)
 
 
 def final_answer(text: str) -> str:
@@ -49,40 +49,36 @@ def exact_correct(text: str, target: str) -> bool:
     return normal == _normal(target) or normal.split(" ")[-1:] == [_normal(target)]
 
 
-def chosen_letter(text: str, n_choices: int) -> str | None:
-    letters = CHOICE_LETTERS[:n_choices]
-    answer = final_answer(text)
-    found = re.match(rf"^\W*\(?([{letters}])\b", answer)
-    return found.group(1) if found else None
+def code_correct(
+    text: str,
+    asserts: str,
+    *,
+    prompt: str = "",
+    entry_point: str = "",
+    timeout_s: float = CODE_TIMEOUT_S,
+) -> bool:
+    """Load the answer's code and run the asserts against its functions; correct when every
+    assert ran to the end within the time limit.
 
-
-def choice_correct(text: str, target: str, n_choices: int) -> bool:
-    return chosen_letter(text, n_choices) == target
-
-
-def includes_correct(text: str, target: str) -> bool:
-    return re.search(rf"\b{re.escape(_normal(target))}\b", _normal(text)) is not None
-
-
-def extract_code(text: str) -> str:
-    blocks = _CODE_BLOCK.findall(text)
-    return max(blocks, key=len) if blocks else text
-
-
-def code_correct(text: str, asserts: str, *, timeout_s: float = CODE_TIMEOUT_S) -> bool:
-    """Run the answer's code and then the asserts in a fresh interpreter; correct when it
-    reaches the end (a line only the harness knows, printed after the asserts) and exits 0.
-
-    This executes model output, which the agent chooses: `untrusted.run_python` runs it as an
-    unprivileged user with an empty environment, rlimits, a private folder, capped output, and
-    every process it started killed after. Exiting 0 before the asserts is not correct.
-    """
-    done_line = f"asserts-passed-{secrets.token_hex(16)}"
-    ending = f"print('\\n' + {done_line!r}, flush=True)"
-    program = f"{extract_code(text)}\n\n{asserts}\n\n{ending}\n"
-    outcome = untrusted.run_python(program, timeout_s=timeout_s)
-    return (
-        outcome.returncode == 0
-        and not outcome.timed_out
-        and done_line.encode() in outcome.tail.splitlines()
-    )
+    The program is what inspect_evals runs: with an `entry_point` (HumanEval) the prompt, then
+    the code its `find_code` takes from the answer (the function's body, when fenced); else
+    (MBPP) the code its MBPP `find_code` takes. The verdict is not the program's exit status,
+    which an answer forges: `untrusted.run_python` runs the program as an unprivileged user
+    with an empty environment, no network, rlimits, a private folder, capped output, and every
+    process it started killed after, and the asserts run in the judge's process
+    (`untrusted/code_judge.py`) after the prompt (its imports and helpers are the benchmark's
+    there), calling the answer's functions (the entry point, the names the asserts do not
+    define) and comparing what comes back, as plain data, so the answer can neither read them
+    nor forge the verdict."""
+    if entry_point:
+        program = prompt + humaneval_code(text)
+        outcome = untrusted.run_python(
+            program,
+            timeout_s=timeout_s,
+            asserts=asserts,
+            setup=prompt,
+            answer_names=(entry_point,),
+        )
+    else:
+        outcome = untrusted.run_python(mbpp_code(text), timeout_s=timeout_s, asserts=asserts)
+    return outcome.passed is True

@@ -11,7 +11,7 @@ from django.db.models import Count, QuerySet
 from agents.models import Agent, Nomination
 from arena.competition.models import Competition, Phase
 from evalsuite import metrics
-from evalsuite.models import BenchmarkResult, EvalRun
+from evalsuite.models import BenchmarkResult, EvalRun, ItemResult
 from evalsuite.registry import benchmarks
 from evalsuite.replacements import replaced_agents
 
@@ -35,15 +35,36 @@ def _results(runs: QuerySet[EvalRun], *, include_held_out: bool) -> QuerySet[Ben
     return results.select_related("run").order_by("run__created_at", "run_id")
 
 
-def score_of(result: BenchmarkResult) -> metrics.Score:
-    return metrics.Score(float(result.score), result.stderr, result.n)  # type: ignore[arg-type]
+def score_of(
+    result: BenchmarkResult, items: dict[int, tuple[tuple[str, float], ...]] | None = None
+) -> metrics.Score:
+    """The stored score, with its per-item values when `items` (`item_values`) has them."""
+    return metrics.Score(
+        float(result.score),  # type: ignore[arg-type]
+        result.stderr,
+        result.n,
+        (items or {}).get(result.pk) or None,
+    )
+
+
+def item_values(results: list[BenchmarkResult]) -> dict[int, tuple[tuple[str, float], ...]]:
+    """Result id → its stored (item id, value) pairs, in one query: what the headline's paired
+    bootstrap redraws (`metrics.headline`)."""
+    found: dict[int, list[tuple[str, float]]] = {}
+    rows = ItemResult.objects.filter(result__in=[r.pk for r in results]).order_by("item_id")
+    for result_id, item_id, value in rows.values_list("result_id", "item_id", "value"):
+        found.setdefault(result_id, []).append((item_id, value))
+    return {key: tuple(pairs) for key, pairs in found.items()}
 
 
 def scores_of(
     runs: QuerySet[EvalRun], *, include_held_out: bool = True
 ) -> dict[str, metrics.Score]:
-    """Benchmark → score over the given runs (batches of one model); a later run wins."""
-    return {r.benchmark: score_of(r) for r in _results(runs, include_held_out=include_held_out)}
+    """Benchmark → score over the given runs (batches of one model), with its per-item values;
+    a later run wins."""
+    results = list(_results(runs, include_held_out=include_held_out))
+    items = item_values(results)
+    return {r.benchmark: score_of(r, items) for r in results}
 
 
 def reference_scores(
@@ -65,12 +86,15 @@ def gap_closed_of(
     )
 
 
-def _gap_json(gap: metrics.GapClosed) -> dict[str, Any]:
+def gap_json(gap: metrics.GapClosed) -> dict[str, Any]:
     return {
         "median": None if gap.median is None else round(gap.median, 4),
+        # said in place of the median when no benchmark qualifies
+        "no_median": gap.why_none,
         "per_benchmark": {name: round(value, 4) for name, value in gap.per_benchmark.items()},
         "excluded": gap.excluded,
-        # a reference gap counts when |instruct − base| > z·√(se_instruct² + se_base²)
+        "excluded_reasons": gap.reasons,
+        # a benchmark counts when instruct − base > z·√(se_instruct² + se_base²) (one-sided)
         "measurable_z": metrics.MEASURABLE_Z,
     }
 
@@ -126,7 +150,7 @@ def agent_visible_evals(agent: Agent) -> dict[str, Any]:
                 for r in results
             ],
             "domains": _scores_json(metrics.domain_vector(scores, DOMAINS)),
-            "gap_closed": _gap_json(gap_closed_of(competition, scores, include_held_out=visible)),
+            "gap_closed": gap_json(gap_closed_of(competition, scores, include_held_out=visible)),
         })  # fmt: skip
     references = {
         role: {
@@ -179,13 +203,15 @@ def phase_models(phase: Phase, *, after_audit: bool = True) -> list[ModelScores]
     out: dict[tuple[str, int | None, str], ModelScores] = {}
     # An agent's own on-demand runs are its working measurements, not the phase's models.
     runs = EvalRun.objects.filter(phase=phase, requested_by_agent=False)
-    for r in _results(runs, include_held_out=True):
+    results = list(_results(runs, include_held_out=True))
+    items = item_values(results)
+    for r in results:
         run = r.run
         key = (run.role, run.checkpoint_id, run.model_label)
         if key not in out:
             out[key] = ModelScores(run.model_label, run.role, run.agent.name if run.agent else None,
                                    run.checkpoint_id, {}, {})  # fmt: skip
-        out[key].scores[r.benchmark] = score_of(r)
+        out[key].scores[r.benchmark] = score_of(r, items)
         out[key].details[r.benchmark] = details_json(r)
         if r.judge_model:
             out[key].judges[r.benchmark] = r.judge_model
@@ -196,8 +222,10 @@ def phase_models(phase: Phase, *, after_audit: bool = True) -> list[ModelScores]
     # The base model as gap closed sees it (`reference_scores`: the competition's, later wins).
     base = ModelScores("base", EvalRun.Role.BASE, None, None, {}, {})
     base_runs = EvalRun.objects.filter(phase__competition=phase.competition, role=base.role)
-    for r in _results(base_runs, include_held_out=True):
-        base.scores[r.benchmark] = score_of(r)
+    base_results = list(_results(base_runs, include_held_out=True))
+    base_items = item_values(base_results)
+    for r in base_results:
+        base.scores[r.benchmark] = score_of(r, base_items)
         base.details[r.benchmark] = details_json(r)
         base.judges.pop(r.benchmark, None)
         if r.judge_model:
@@ -222,10 +250,14 @@ def checkpoint_scores(
     """Checkpoint id → scores, for every evaluated checkpoint of the agent, oldest first."""
     runs = EvalRun.objects.filter(agent=agent, checkpoint__isnull=False)
     found: dict[int, dict[str, metrics.Score]] = {}
-    for r in _results(runs, include_held_out=include_held_out).order_by(
-        "run__checkpoint__created_at", "run__created_at"
-    ):
-        found.setdefault(r.run.checkpoint_id, {})[r.benchmark] = score_of(r)  # type: ignore[index]
+    results = list(
+        _results(runs, include_held_out=include_held_out).order_by(
+            "run__checkpoint__created_at", "run__created_at"
+        )
+    )
+    items = item_values(results)
+    for r in results:
+        found.setdefault(r.run.checkpoint_id, {})[r.benchmark] = score_of(r, items)  # type: ignore[index]
     return found
 
 
@@ -245,33 +277,68 @@ def agent_pareto(agent: Agent, *, include_held_out: bool = True) -> dict[str, An
     }
 
 
-def headline(competition: Competition, scores: dict[str, metrics.Score]) -> metrics.Score | None:
-    """Median gap closed (or the mean capability score when no reference gap is measurable),
-    with its standard error."""
+def headline(
+    competition: Competition, scores: dict[str, metrics.Score], *, model_key: str = ""
+) -> metrics.Score | None:
+    """Median gap closed over the capability benchmarks that qualify, with its standard error;
+    None when none does (`metrics.NO_QUALIFYING`: the callers say so)."""
     return metrics.headline(
         {n: s for n, s in scores.items() if n in CAPABILITY},
         reference_scores(competition, EvalRun.Role.BASE),
         reference_scores(competition, EvalRun.Role.INSTRUCT),
+        model_key=model_key,
     )
+
+
+@dataclass(frozen=True)
+class CheckpointHeadlines:
+    evaluated: list[str]  # every evaluated checkpoint, oldest first, with a headline or not
+    history: list[tuple[str, metrics.Score]]  # (checkpoint, headline), oldest first
+    draws: dict[str, Any]  # checkpoint → its redrawn headlines (numpy), for paired drops
+    without: dict[str, str]  # checkpoints without a headline → why (`metrics.NO_QUALIFYING`)
+
+    def post_peak(self, chosen: str) -> metrics.PostPeak | None:
+        """The post-peak warning of `chosen`; none for a checkpoint without a headline."""
+        if chosen not in {key for key, _ in self.history}:
+            return None
+        return metrics.post_peak_regression(self.history, chosen, draws=self.draws)
+
+
+def checkpoint_headlines(
+    agent: Agent, competition: Competition, *, include_held_out: bool = True
+) -> CheckpointHeadlines:
+    """Every evaluated checkpoint's headline against the competition's references, the
+    references redrawn alike for all of them (`metrics.headline_draws`)."""
+    base = reference_scores(competition, EvalRun.Role.BASE, include_held_out=include_held_out)
+    instruct = reference_scores(
+        competition, EvalRun.Role.INSTRUCT, include_held_out=include_held_out
+    )
+    found = CheckpointHeadlines([], [], {}, {})
+    for checkpoint, scores in checkpoint_scores(agent, include_held_out=include_held_out).items():
+        key = str(checkpoint)
+        found.evaluated.append(key)
+        capability = {n: s for n, s in scores.items() if n in CAPABILITY}
+        got = metrics.headline_draws(capability, base, instruct, model_key=key)
+        if got.score is None:
+            found.without[key] = got.gap.why_none or metrics.NO_QUALIFYING
+            continue
+        found.history.append((key, got.score))
+        if got.draws is not None:
+            found.draws[key] = got.draws
+    return found
 
 
 def post_peak_warnings(phase: Phase) -> list[metrics.PostPeak]:
     """For each agent nominated in the phase: a warning when the nominated checkpoint's
     headline is measurably below one of the agent's own earlier checkpoints'."""
     warnings = []
-    competition = phase.competition
     replaced = replaced_agents(phase)
     for nomination in Nomination.objects.filter(phase=phase).select_related("agent"):
         if nomination.agent.name in replaced:
             continue  # its results are the base model's: its own history is not reported
-        history = []
-        for checkpoint, scores in checkpoint_scores(nomination.agent).items():
-            value = headline(competition, scores)
-            if value is not None:
-                history.append((str(checkpoint), value))
-        if str(nomination.checkpoint_id) not in {key for key, _ in history}:
-            continue  # the nominated checkpoint has not been evaluated yet
-        warning = metrics.post_peak_regression(history, str(nomination.checkpoint_id))
+        headlines = checkpoint_headlines(nomination.agent, phase.competition)
+        # none when not evaluated yet, or without a headline (no benchmark qualifies)
+        warning = headlines.post_peak(str(nomination.checkpoint_id))
         if warning is not None:
             warnings.append(warning)
     return warnings
@@ -304,8 +371,8 @@ def phase_report(phase: Phase) -> dict[str, Any]:
             **_replaced_json(model.replaced),
         }  # fmt: skip
         if model.role == EvalRun.Role.AGENT:
-            entry["gap_closed"] = _gap_json(gap_closed_of(competition, model.scores))
-            value = headline(competition, model.scores)
+            entry["gap_closed"] = gap_json(gap_closed_of(competition, model.scores))
+            value = headline(competition, model.scores, model_key=model.label)
             entry["headline"] = None if value is None else score_json(value)
         models.append(entry)
     return {

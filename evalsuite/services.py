@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ from cluster.selectors import job_result
 from cluster.services import cluster_sync, job_submit_callable, platform_account_ensure
 from evalsuite import hub
 from evalsuite.models import BenchmarkResult, EvalRun, ItemResult
-from evalsuite.registry import benchmark, benchmarks
+from evalsuite.registry import Benchmark, benchmark, benchmarks
 from evalsuite.runner import DEFAULT_MAX_TOKENS, BenchmarkOutcome, run_benchmarks
 
 log = logging.getLogger(__name__)
@@ -71,6 +72,16 @@ def judge_endpoint_issue(
     )
 
 
+def fortress_judges_missing() -> list[str]:
+    """The configured FORTRESS judge upstreams the proxy has no active upstream for."""
+    active = set(
+        Upstream.objects.filter(name__in=settings.EVALS_FORTRESS_JUDGES, active=True).values_list(
+            "name", flat=True
+        )
+    )
+    return [name for name in settings.EVALS_FORTRESS_JUDGES if name not in active]
+
+
 def judge_model_of(judge: Endpoint | None) -> str:
     """What the reports name as the judge: the proxy upstream and the model behind it."""
     if judge is None:
@@ -102,6 +113,12 @@ def evaluations_queue(
     account = eval_account_ensure(phase=phase, backend=backend)
     needs_judge = any(benchmark(name).scorer == "judge" for name in names)
     judge = judge_endpoint_issue(phase=phase, upstream=judge_upstream) if needs_judge else None
+    # FORTRESS's panel: its judge upstreams through the same proxy, with the judge's token
+    fortress_judges = (
+        [replace(judge, model=upstream) for upstream in settings.EVALS_FORTRESS_JUDGES]
+        if judge is not None and "fortress" in names
+        else []
+    )
     runs = []
     for contestant in contestants:
         for batch in batches:
@@ -112,6 +129,7 @@ def evaluations_queue(
                     benchmark_names=batch,
                     account=account,
                     judge=judge,
+                    fortress_judges=fortress_judges if "fortress" in batch else [],
                     max_tokens=max_tokens,
                     backend=backend,
                 )
@@ -128,6 +146,7 @@ def evaluation_submit(
     judge: Endpoint | None,
     backend: ClusterBackend,
     max_tokens: int = DEFAULT_MAX_TOKENS,
+    fortress_judges: list[Endpoint] | None = None,
 ) -> EvalRun:
     """Record the run and submit its job; a refused submission leaves the run FAILED, with
     the scheduler's reason."""
@@ -143,6 +162,7 @@ def evaluation_submit(
         served_model_name=contestant.served_model_name,
         benchmarks=benchmark_names,
         judge_model=judge_model_of(judge),
+        fortress_judges=[judge_model_of(panelist) for panelist in fortress_judges or []],
         log_dir="",
     )
     workdir = Path(settings.VAR_DIR) / "evals" / phase.label / f"run-{run.pk}"
@@ -168,6 +188,7 @@ def evaluation_submit(
             "benchmark_names": benchmark_names,
             "log_dir": run.log_dir,
             "judge": judge,
+            "fortress_judges": fortress_judges or None,
             "max_tokens": max_tokens,
             "hub_cache": str(hub.cache_dir()),
         },
@@ -262,6 +283,7 @@ def _store(run: EvalRun, outcomes: list[BenchmarkOutcome] | None, error: str) ->
     judge_token_revoke(run.judge_token_id)  # an on-demand run's judge bills its agent no more
     for outcome in outcomes or []:
         entry = benchmark(outcome.benchmark)
+        judges = _judges(run, entry)
         result = BenchmarkResult.objects.create(
             run=run,
             benchmark=entry.name,
@@ -271,7 +293,8 @@ def _store(run: EvalRun, outcomes: list[BenchmarkOutcome] | None, error: str) ->
             score=outcome.score,
             stderr=outcome.stderr,
             n=outcome.n,
-            judge_model=run.judge_model if entry.scorer == "judge" else "",
+            judge_model=_judge_names(entry, judges),
+            judges=judges,
             log_path=outcome.log_path,
             error=outcome.error,
             metrics={
@@ -290,3 +313,22 @@ def _store(run: EvalRun, outcomes: list[BenchmarkOutcome] | None, error: str) ->
             for item in outcome.items
         )
     return True
+
+
+def _judges(run: EvalRun, entry: Benchmark) -> list[str]:
+    """The models that graded the benchmark in this run: none for a rule, FORTRESS's panel
+    (the judge alone when none was queued), else the judge."""
+    if entry.scorer != "judge" or not run.judge_model:
+        return []
+    if entry.rubric == "fortress" and run.fortress_judges:
+        return list(run.fortress_judges)
+    return [run.judge_model]
+
+
+def _judge_names(entry: Benchmark, judges: list[str]) -> str:
+    """The judges as the report names them. FORTRESS graded by one judge (only ever what an
+    organizer configured) says so: the benchmark's own grading is a panel of three."""
+    names = "; ".join(judges)
+    if entry.rubric == "fortress" and len(judges) == 1:
+        names += " (one judge, as configured: FORTRESS is graded by three)"
+    return names[:300]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from decimal import Decimal
+from pathlib import Path
 
 from agents.models import Checkpoint
 from agents.services import agent_create
@@ -34,6 +35,12 @@ def provisioned(name: str, tmp_path, *, gpu_hours: int = 10):
 
 
 def checkpoint_of(agent, account, number: int = 1) -> Checkpoint:
+    """A registered checkpoint whose folder holds the files a copy lists (the request counts
+    their bytes; nothing here loads them)."""
+    folder = Path(agent.sandbox) / f"ckpt-{number}"
+    folder.mkdir(exist_ok=True)
+    (folder / "config.json").write_text("{}")
+    (folder / "model.safetensors").write_bytes(b"\0" * 64)
     job = Job.objects.create(
         account=account, backend="local", scheduler_id=f"{agent.name}-{number}", name="sft",
         qos="normal", nodes=1, gpus=1, time_limit_minutes=10, workdir="/tmp", script="",

@@ -95,3 +95,22 @@ def test_without_a_rated_instruct_reference_no_rating_change_is_made_up(competit
     changes = correlations_report(competition, rounds=50)["phase_changes"]
     assert changes["rating_style_change"] == {}
     assert changes["gap_closed_change_vs_rating_change"]["n"] == 0
+
+
+def test_progress_in_the_correlations_counts_only_benchmarks_where_instruct_beats_base():
+    from evalsuite.analyses import phase_inputs
+
+    phase = running_phase(label="phase-1")
+    # gsm8k qualifies (0.2 → 0.6); on mmlu instruct is below the base (0.8 → 0.4)
+    eval_run(phase, EvalRun.Role.BASE, {"gsm8k": 0.2, "mmlu": 0.8})
+    eval_run(phase, EvalRun.Role.INSTRUCT, {"gsm8k": 0.6, "mmlu": 0.4}, label="instruct")
+    for name, gsm8k in (("a", 0.5), ("b", 0.1)):
+        agent = agent_with_gpu_hours(name, {"phase-1": 10})
+        # both score as low as instruct on mmlu: counted, that would be +1.0 of "gap" each
+        eval_run(phase, EvalRun.Role.AGENT, {"gsm8k": gsm8k, "mmlu": 0.4}, agent=agent, label=name)
+    eval_run(phase, EvalRun.Role.AGENT, {"mmlu": 0.4}, agent=agent_with_gpu_hours("c", {}),
+             label="c")  # fmt: skip
+    got = phase_inputs(phase)
+    # a closes (0.5 − 0.2) / 0.4 of the gsm8k gap; b, worse than the base, a negative share;
+    # c has no benchmark where instruct beats base, so no progress at all (not +1.0)
+    assert got.gap_closed == {"a": pytest.approx(0.75), "b": pytest.approx(-0.25)}

@@ -11,7 +11,7 @@ from agents.services import agent_create, token_issue
 from arena import api_v1
 from evalsuite.models import EvalRun
 from tests.evalsuite.conftest import stored_run
-from tests.factories import running_phase
+from tests.factories import eval_run, running_phase
 
 urlpatterns = [path("api/v1/", api_v1.urls)]
 
@@ -76,3 +76,33 @@ def test_the_endpoint_needs_an_api_token():
     assert reply.status_code == 401
     other = Client().post("/api/v1/evals")
     assert other.status_code in (401, 405)
+
+
+def test_an_agent_is_told_no_benchmark_qualifies_where_instruct_is_below_base():
+    import datetime as dt
+
+    from django.utils import timezone
+
+    from tests.organizer import builders
+
+    phase = running_phase()
+    # instruct below the base on gsm8k: an agent as bad as instruct regressed, it closed nothing
+    stored_run(phase, EvalRun.Role.BASE, {"gsm8k": 0.6})
+    stored_run(phase, EvalRun.Role.INSTRUCT, {"gsm8k": 0.0})
+    zed = builders.agent("zed")
+    at = timezone.now() - dt.timedelta(hours=1)
+    checkpoint = builders.checkpoint(zed, job=builders.job(zed, submitted=at), at=at)
+    eval_run(phase, EvalRun.Role.AGENT, {"gsm8k": 0.0}, agent=zed, checkpoint=checkpoint,
+             stderr=0.01, n=5)  # fmt: skip
+    body = get(zed).json()
+    (shown,) = body["checkpoints"]
+    assert shown["gap_closed"]["median"] is None
+    assert shown["gap_closed"]["no_median"] == "no benchmark where instruct beats base"
+    assert shown["gap_closed"]["excluded_reasons"] == {
+        "gsm8k": "instruct not above base: 0.000 vs 0.600"
+    }
+    progress = body["progress"]
+    assert progress["headlines"] == {} and progress["post_peak"] is None
+    assert progress["without_headline"] == {
+        str(checkpoint.pk): "no benchmark where instruct beats base"
+    }

@@ -1,6 +1,6 @@
 """BIG-Bench Hard on its hub layout: every subset's config read from the fixture hub cache by
-the production loader, each answer kind scored as inspect_evals scores it, and the accuracy
-per kind reported next to the headline."""
+the production loader into inspect_evals' samples, and the accuracy per answer kind reported
+next to the headline (its scoring is held to inspect_evals' own task in `test_upstream`)."""
 
 import json
 from pathlib import Path
@@ -11,8 +11,9 @@ import pytest
 
 from arena.serving.client import Endpoint
 from evalsuite import bbh
-from evalsuite.benchmark_metrics import AnsweredItem, bbh_metrics
+from evalsuite.benchmark_metrics import bbh_metrics
 from evalsuite.hub import HubSet, MissingDataset, records_by_file
+from evalsuite.items import AnsweredItem
 from evalsuite.registry import benchmark, benchmark_items
 from evalsuite.runner import run_benchmarks
 from tests.support.scripted_llm import Script
@@ -24,113 +25,53 @@ def _by_id():
 
 def test_every_subset_is_read_from_its_own_config_with_ids_unique_across_subsets():
     items = benchmark_items("bbh")
-    assert {item.metadata["subset"] for item in items} == set(bbh.SUBSETS)
+    assert {item.metadata["dataset_name"] for item in items} == set(bbh.SUBSETS)
     assert len(bbh.SUBSETS) == 27 and len({item.id for item in items}) == len(items)
-    assert [i.id for i in items if i.metadata["subset"] == "boolean_expressions"] == [
-        "boolean_expressions:001",
-        "boolean_expressions:002",
-    ]  # the same number in two subsets, two ids
+    assert [i.id for i in items if i.metadata["dataset_name"] == "boolean_expressions"] == [
+        "boolean_expressions_001",
+        "boolean_expressions_002",
+    ]  # inspect_evals' ids: the same position in two subsets, two ids
     assert benchmark("bbh").scorer == "bbh"
 
 
 def test_a_multiple_choice_row_becomes_lettered_options_and_the_target_letter():
-    item = _by_id()["geometric_shapes:001"]
-    assert item.metadata == {
-        "subset": "geometric_shapes",
-        "answer_kind": "multiple_choice",
-        "target": "J",
-    }
+    item = _by_id()["geometric_shapes_001"]
+    assert item.metadata["answer_kind"] == "multiple_choice" and item.target == "J"
     assert len(item.choices) == 10 and item.answer == "triangle"
-    assert item.prompt.startswith("Q: This SVG path element") and "J) triangle" in item.prompt
+    assert item.prompt.startswith("This SVG path element") and "J) triangle" in item.prompt
 
 
 def test_binary_and_exact_rows_keep_their_target_text_without_its_stray_space():
     items = _by_id()
-    fallacy = items["formal_fallacies:001"]
+    fallacy = items["formal_fallacies_001"]
     assert (fallacy.target, fallacy.metadata["answer_kind"]) == ("valid", "binary")
-    assert items["multistep_arithmetic_two:002"].target == "-51"
-    assert items["dyck_languages:001"].metadata["answer_kind"] == "exact"
-    assert not items["word_sorting:001"].choices
+    assert items["multistep_arithmetic_two_002"].target == "-51"
+    # inspect_evals scores Dyck as an exact match on the answer line
+    dyck = items["dyck_languages_001"]
+    assert dyck.metadata["answer_kind"] == "exact" and dyck.target.startswith("ANSWER: ")
+    assert not items["word_sorting_001"].choices
 
 
 def test_the_few_shot_prompt_goes_before_the_question_but_is_not_part_of_the_item():
     items = _by_id()
-    choice, sorting = items["date_understanding:001"], items["word_sorting:001"]
+    choice, sorting = items["date_understanding_001"], items["word_sorting_001"]
     assert choice.preamble.startswith("Fixture three-shot prompt for date_understanding.")
-    assert choice.model_input == choice.preamble + choice.prompt
     assert "three-shot" not in choice.prompt  # what contamination scans compare
     # a subset without options is told the answer's form first, as inspect_evals does
-    assert sorting.preamble.startswith("End your reply with a last line of the form 'ANSWER:")
-    assert "separated by spaces" in sorting.preamble.split("\n")[0]
+    assert sorting.preamble.startswith("Make sure you output your answer on the last line as")
+    assert "space-separated list of words" in sorting.preamble.split("\n")[0]
 
 
-@pytest.mark.parametrize(
-    ("reply", "correct"),
-    [
-        ("Let's think step by step. ... So the answer is (J).", True),
-        ("It has three sides.\nANSWER: J", True),
-        ("ANSWER: (J) triangle", True),
-        ("ANSWER: A\nOn reflection it has three sides.\nANSWER: J", True),  # the last one
-        ("ANSWER: K", False),  # not one of the ten letters offered
-        ("ANSWER: Just a triangle", False),  # a word starting with the letter is no letter
-        ("It is a triangle.", False),  # commits to nothing
-    ],
-)
-def test_a_multiple_choice_answer_is_its_committed_letter(reply, correct):
-    assert bbh.answer_correct(reply, "J", "multiple_choice", 10) is correct
-
-
-@pytest.mark.parametrize(
-    ("reply", "target", "correct"),
-    [
-        ("ANSWER: valid", "valid", True),
-        ("ANSWER: invalid", "valid", False),  # a word, not a substring
-        ("ANSWER: **YES**.", "Yes", True),
-        ("So the answer is No.", "No", True),
-        ("ANSWER: Yes, because the wires both touched", "Yes", False),  # one word only
-        ("Yes", "Yes", False),
-    ],
-)
-def test_a_binary_answer_is_one_word_ignoring_case(reply, target, correct):
-    assert bbh.answer_correct(reply, target, "binary") is correct
-
-
-@pytest.mark.parametrize(
-    ("reply", "target", "correct"),
-    [
-        ("ANSWER: -51", "-51", True),
-        ("ANSWER: 51", "-51", False),  # the sign is part of the number
-        ("ANSWER: 124", "24", False),  # the whole answer, not its ending
-        ("ANSWER: costume, counterpart, oven.", "costume counterpart oven", True),
-        ("ANSWER: costume oven counterpart", "costume counterpart oven", False),
-        ("So the answer is ] } ].", "] } ]", True),
-        ("ANSWER: ]}]", "] } ]", True),
-        ("ANSWER: ] }", "] } ]", False),
-    ],
-)
-def test_an_exact_answer_is_compared_as_a_whole(reply, target, correct):
-    assert bbh.answer_correct(reply, target, "exact") is correct
-
-
-def test_a_huge_reply_is_read_in_bounded_time_and_its_committed_line_is_cut():
-    reply = "So the answer is (A).\n" * 10_000 + "ANSWER: " + "(" * 1_000_000
-    committed = bbh.committed_answer(reply)  # "ANSWER:" before "the answer is"
-    assert set(committed) == {"("} and len(committed) <= bbh.MAX_ANSWER_CHARS
-    assert not bbh.answer_correct(reply, "A", "multiple_choice", 4)
-    assert not bbh.answer_correct(reply, "(" * 5, "exact")
-
-
-def test_accuracy_is_reported_per_answer_kind_with_its_standard_error():
-    def answered(kind, target, reply, n_choices=0):
-        meta = {"answer_kind": kind, "target": target, "n_choices": n_choices}
-        return AnsweredItem(meta, reply)
+def test_accuracy_is_reported_per_answer_kind_from_the_scorers_verdicts():
+    def answered(kind, correct):
+        return AnsweredItem({"answer_kind": kind}, "", {"correct": correct})
 
     metrics = bbh_metrics([
-        answered("multiple_choice", "B", "ANSWER: B", 4),
-        answered("multiple_choice", "C", "ANSWER: B", 4),
-        answered("binary", "Yes", "ANSWER: Yes"),
-        answered("binary", "No", "ANSWER: No"),
-        answered("exact", "24", "ANSWER: 25"),
+        answered("multiple_choice", True),
+        answered("multiple_choice", False),
+        answered("binary", True),
+        answered("binary", True),
+        answered("exact", False),
     ])  # fmt: skip
     assert set(metrics) == {"accuracy_multiple_choice", "accuracy_binary", "accuracy_exact"}
     choice = metrics["accuracy_multiple_choice"]
@@ -150,9 +91,9 @@ def test_a_run_sends_the_few_shot_prompt_and_reports_accuracy_per_kind(scripted_
     assert (choice.value, choice.n) == (pytest.approx(3 / 18), 18)
     assert run.metrics["accuracy_binary"].value == 0.0 and run.metrics["accuracy_exact"].n == 5
     samples = json.loads(Path(run.log_path).read_text())["samples"]
-    sent = next(s for s in samples if s["id"] == "navigate:001")["input"]
-    assert sent.startswith("End your reply with a last line of the form 'ANSWER: <one-word")
-    assert "Fixture three-shot prompt for navigate." in sent and "Q: If you follow" in sent
+    sent = next(s for s in samples if s["id"] == "navigate_001")["input"]
+    assert sent.startswith("Make sure you output your answer on the last line as 'ANSWER: <one")
+    assert "Fixture three-shot prompt for navigate." in sent and "QUESTION: If you follow" in sent
 
 
 def _rows(n):
@@ -173,17 +114,8 @@ def _prompts():
 def test_the_two_published_ruin_names_rows_without_their_answer_are_left_out():
     files = {"ruin_names/ruin_names-00000-of-00001.parquet": _rows(150)}
     files["few_shot_prompts/few_shot_prompts-00000-of-00001.parquet"] = _prompts()
-    ids = [item.id for item in bbh.items(files)]
-    assert len(ids) == 148 and "ruin_names:100" not in ids and "ruin_names:145" not in ids
-
-
-def test_a_target_naming_no_option_is_an_error_that_names_the_row():
-    rows = _rows(2)
-    rows[1]["target"] = "(C)"
-    files = {"snarks/snarks-00000-of-00001.parquet": rows}
-    files["few_shot_prompts/few_shot_prompts-00000-of-00001.parquet"] = _prompts()
-    with pytest.raises(ValueError, match=r"bbh snarks row 2: target '\(C\)' names none of its 2"):
-        bbh.items(files)
+    ids = [sample.id for sample in bbh.samples(files)]
+    assert len(ids) == 148 and "ruin_names_100" not in ids and "ruin_names_145" not in ids
 
 
 def test_evals_fetch_asks_for_every_subset_config_and_the_few_shot_prompts(monkeypatch):
@@ -210,9 +142,9 @@ def test_evals_fetch_asks_for_every_subset_config_and_the_few_shot_prompts(monke
     assert len(patterns) == 28 and "few_shot_prompts/few_shot_prompts-*.parquet" in patterns
     assert "word_sorting/word_sorting-*.parquet" in patterns
     # 30 rows of the 27 subsets and one few-shot row for each
-    assert out.getvalue().strip() == (
-        "bbh: Joschka/big_bench_hard@76eaa8c29ad4 the 27 subsets, 28 files, 57 rows"
-    )
+    (row,) = out.getvalue().splitlines()[1:]  # the table's header, then the set's row
+    expected = "bbh fetched Joschka/big_bench_hard@76eaa8c29ad4: the 27 subsets, 28 files, 57 rows"
+    assert " ".join(row.split()) == expected
 
 
 def test_each_config_is_read_from_the_pinned_snapshot_by_its_path(tmp_path):

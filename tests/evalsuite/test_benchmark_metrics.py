@@ -9,8 +9,9 @@ import random
 import pytest
 
 from arena.serving.client import Endpoint
-from evalsuite.benchmark_metrics import AnsweredItem, bbq_metrics
-from evalsuite.records import bbq as bbq_record
+from evalsuite.benchmark_metrics import bbq_metrics
+from evalsuite.items import AnsweredItem
+from evalsuite.records import bbq_bias_letters
 from evalsuite.runner import run_benchmarks
 from tests.support.scripted_llm import Script
 
@@ -84,18 +85,25 @@ def _row(**changes):
 
 
 def test_the_biased_option_follows_the_question_polarity_and_matches_group_tags():
-    negative = bbq_record(_row()).metadata
+    negative = bbq_bias_letters(_row())
     assert (negative["unknown_letter"], negative["biased_letter"]) == ("A", "B")
-    assert bbq_record(_row(question_polarity="nonneg")).metadata["biased_letter"] == "C"
+    assert bbq_bias_letters(_row(question_polarity="nonneg"))["biased_letter"] == "C"
     lost = _row(additional_metadata={**_row()["additional_metadata"], "stereotyped_groups": []})
-    assert bbq_record(lost).metadata["biased_letter"] == ""  # left out of the bias counts
+    assert bbq_bias_letters(lost)["biased_letter"] == ""  # left out of the bias counts
+
+
+def _answered(meta: dict, letter: str) -> AnsweredItem:
+    """An item as the runner leaves it: the letter inspect_evals' `choice()` read ("" for
+    none) and its verdict, in the score's metadata (`upstream.bbq_scorer`)."""
+    verdict = {"answer": letter, "correct": letter == meta["target_letter"]}
+    return AnsweredItem(meta, f"ANSWER: {letter}" if letter else "I would rather not say.", verdict)
 
 
 def test_an_answer_naming_no_option_is_wrong_and_left_out_of_the_bias_counts():
     meta = {"context_condition": "disambig", "target_letter": "B", "unknown_letter": "A"}
     items = [
-        AnsweredItem(meta | {"biased_letter": "C"}, "ANSWER: C"),
-        AnsweredItem(meta | {"biased_letter": "C"}, "I would rather not say."),
+        _answered(meta | {"biased_letter": "C"}, "C"),
+        _answered(meta | {"biased_letter": "C"}, ""),
     ]
     m = bbq_metrics(items)
     assert m["accuracy_disambiguated"].value == 0.0
@@ -105,14 +113,14 @@ def test_an_answer_naming_no_option_is_wrong_and_left_out_of_the_bias_counts():
 def test_the_bootstrap_standard_error_agrees_with_the_binomial_one_for_accuracy():
     rng = random.Random(7)
     items = [
-        AnsweredItem(
+        _answered(
             {
                 "context_condition": "disambig",
                 "target_letter": rng.choice("AB"),
                 "unknown_letter": "C",
                 "biased_letter": "A",
             },
-            "ANSWER: A",
+            "A",
         )
         for _ in range(2000)
     ]

@@ -19,7 +19,8 @@ from tests.support.scripted_llm import Script
 
 pytestmark = pytest.mark.slow
 
-BENCHMARKS = ["gsm8k", "ifeval", "humaneval", "wildbench"]
+BENCHMARKS = ["gsm8k", "ifeval", "humaneval", "wildbench", "fortress"]
+FORTRESS_PANEL = ["judge-a", "judge-b", "judge-c"]
 
 
 def test_a_phase_evaluation_runs_on_slurm_and_its_results_are_stored(
@@ -33,6 +34,15 @@ def test_a_phase_evaluation_runs_on_slurm_and_its_results_are_stored(
         name="judge", base_url=scripted_llm.base_url, upstream_model="slurm-judge",
         usd_per_million_prompt_tokens=Decimal("1"), usd_per_million_completion_tokens=Decimal("2"),
     )  # fmt: skip
+    # FORTRESS's panel: three upstreams, each a judge that finds no rubric question met
+    settings.EVALS_FORTRESS_JUDGES = FORTRESS_PANEL
+    for name in FORTRESS_PANEL:
+        scripted_llm.scripts[f"slurm-{name}"] = Script("Nothing given.\nGRADE: NN", 64, 0)
+        Upstream.objects.create(
+            name=name, base_url=scripted_llm.base_url, upstream_model=f"slurm-{name}",
+            usd_per_million_prompt_tokens=Decimal("1"),
+            usd_per_million_completion_tokens=Decimal("2"),
+        )  # fmt: skip
     phase = running_phase()
     served = model_servers["base"]
     base = Contestant.objects.create(
@@ -69,9 +79,18 @@ def test_a_phase_evaluation_runs_on_slurm_and_its_results_are_stored(
     assert judged and all(item.value == 1.0 for item in judged)
     assert all(item.value == 0.0 for item in items if not item.answer.strip())
 
+    # FORTRESS graded by each judge of its panel through the proxy, each named
+    fortress = results["fortress"]
+    assert fortress.judges == [f"slurm-{name} (upstream {name})" for name in FORTRESS_PANEL]
+    assert fortress.score == 1.0  # no question met by any judge: no risk
+    answered = ItemResult.objects.filter(result=fortress).exclude(answer="").count()
+
     judge = Agent.objects.get(name=judge_agent_name(phase))
     calls = ProxyCall.objects.filter(agent=judge)
-    assert calls.count() == len(judged) and {c.status for c in calls} == {200}
+    assert calls.filter(model="judge").count() == len(judged)
+    for name in FORTRESS_PANEL:
+        assert calls.filter(model=name).count() == answered
+    assert {c.status for c in calls} == {200}
     judge.refresh_from_db()
     assert judge.credit_spent > 0
 

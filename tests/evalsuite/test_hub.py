@@ -149,6 +149,129 @@ def test_evals_fetch_reports_each_set_it_fetched_and_each_still_on_a_sample(monk
     monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
     out = io.StringIO()
     call_command("evals", "fetch", "--benchmark", "gsm8k", "--benchmark", "mmlu", stdout=out)
-    gsm8k, mmlu = out.getvalue().splitlines()
-    assert gsm8k == "gsm8k: openai/gsm8k@cc7b047b6e5b test, 1 files, 6 rows"
-    assert mmlu.startswith("mmlu: cais/mmlu@c30699e8356d test, 1 files, ")
+    _, gsm8k, mmlu = out.getvalue().splitlines()
+    assert (
+        " ".join(gsm8k.split()) == "gsm8k fetched openai/gsm8k@cc7b047b6e5b: test, 1 files, 6 rows"
+    )
+    assert " ".join(mmlu.split()).startswith("mmlu fetched cais/mmlu@c30699e8356d: test, 1 files")
+
+
+def _evals_fetch(env_extra, *names):
+    """`manage.py evals fetch` in its own process (huggingface_hub reads HF_ENDPOINT when it
+    is imported), with the environment of the test and `env_extra`."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    dropped = (
+        "HF_HUB_OFFLINE",
+        "TRANSFORMERS_OFFLINE",
+        "HF_TOKEN",
+    )  # the runner sets the first two
+    env = {k: v for k, v in os.environ.items() if k not in dropped}
+    env.update(env_extra)
+    args = [a for name in names for a in ("--benchmark", name)]
+    return subprocess.run(
+        [sys.executable, "manage.py", "evals", "fetch", *args],
+        cwd=Path(__file__).resolve().parents[2],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_evals_fetch_tells_gated_from_missing_keeps_going_and_sends_hf_token(tmp_path):
+    """The real hub client against a local server that answers as the hub does: MASK is
+    gated (401 without a token, 403 with another account's), the hub holds GSM8K at another
+    revision and no MMLU at all; FORTRESS, after MASK, is still fetched, and the table names
+    each failure's kind. With HF_TOKEN set to a token of an account that accepted MASK's
+    terms, MASK is fetched."""
+    from evalsuite.hub import FIXTURE_CACHE
+    from evalsuite.registry import benchmark
+    from tests.support.fake_hub import FakeHub, fake_hub
+
+    def served(name):
+        entry = benchmark(name).hub
+        folder = FIXTURE_CACHE / f"datasets--{entry.repo_id.replace('/', '--')}"
+        return entry.repo_id, (entry.revision, folder / "snapshots" / entry.revision)
+
+    gsm8k_repo, (_, gsm8k_folder) = served("gsm8k")
+    state = FakeHub(
+        repos=dict([served("mask"), served("fortress"), (gsm8k_repo, ("f" * 40, gsm8k_folder))]),
+        gated={"cais/MASK": {"hf_accepted"}},
+    )
+    cache = tmp_path / "hub"
+    with fake_hub(state):
+        env = {"HF_ENDPOINT": state.url, CACHE_ENV: str(cache)}
+        first = _evals_fetch(env, "mask", "fortress", "gsm8k", "mmlu")
+        wrong = _evals_fetch({**env, "HF_TOKEN": "hf_someone_else"}, "mask")
+        second = _evals_fetch({**env, "HF_TOKEN": "hf_accepted"}, "mask")
+
+    assert first.returncode != 0, first.stdout + first.stderr
+    table = {line.split()[0]: line for line in first.stdout.splitlines()[1:]}
+    assert set(table) == {"mask", "fortress", "gsm8k", "mmlu"}, first.stdout + first.stderr
+    assert "FAILED (gated)" in table["mask"] and "HF_TOKEN" in table["mask"]
+    assert "fetched" in table["fortress"] and "1 files" in table["fortress"]
+    assert "FAILED (missing)" in table["gsm8k"] and "no such revision" in table["gsm8k"]
+    assert "FAILED (missing)" in table["mmlu"] and "no such repository" in table["mmlu"]
+    assert "3 of 4 sets not fetched" in first.stderr
+    fortress = benchmark("fortress")
+    assert hub.records("fortress", fortress.hub, cache=cache) == hub.records(
+        "fortress", fortress.hub, cache=FIXTURE_CACHE
+    )
+    assert wrong.returncode != 0 and "FAILED (gated)" in wrong.stdout
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "mask" in second.stdout and "fetched" in second.stdout
+    hub.require("mask", benchmark("mask").hub, cache=cache)
+
+
+@pytest.mark.django_db
+def test_evals_run_refuses_only_the_benchmarks_whose_set_is_not_fetched(monkeypatch, tmp_path):
+    """A cache holding GSM8K alone: MMLU is refused with the fetch command, GSM8K is queued."""
+    import io
+    import shutil
+
+    from evalsuite.hub import FIXTURE_CACHE
+    from evalsuite.management.commands import evals
+    from tests.factories import running_phase
+
+    shutil.copytree(FIXTURE_CACHE / "datasets--openai--gsm8k", tmp_path / "datasets--openai--gsm8k")
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
+    running_phase()
+    queued = []
+    monkeypatch.setattr(
+        evals, "evaluations_queue", lambda **kwargs: queued.append(kwargs["benchmark_names"]) or []
+    )
+    err = io.StringIO()
+    call_command(
+        "evals",
+        "run",
+        "--phase",
+        "phase-1",
+        "--benchmark",
+        "gsm8k",
+        "--benchmark",
+        "mmlu",
+        stderr=err,
+    )
+    assert queued == [["gsm8k"]]
+    assert "not run: benchmark mmlu: data set cais/mmlu@c30699e8356d" in err.getvalue()
+    assert "FORTRESS" not in err.getvalue()  # not asked for
+    assert "python manage.py evals fetch" in err.getvalue()
+
+
+@pytest.mark.django_db
+def test_evals_run_warns_when_a_fortress_judge_upstream_is_not_on_the_proxy(monkeypatch, settings):
+    import io
+
+    from evalsuite.management.commands import evals
+    from tests.factories import running_phase
+
+    settings.EVALS_FORTRESS_JUDGES = ["judge-a", "judge-b"]
+    running_phase()
+    monkeypatch.setattr(evals, "evaluations_queue", lambda **kwargs: [])
+    err = io.StringIO()
+    call_command("evals", "run", "--phase", "phase-1", "--benchmark", "fortress", stderr=err)
+    assert "FORTRESS judge upstreams judge-a, judge-b (EVALS_FORTRESS_JUDGES)" in err.getvalue()

@@ -8,7 +8,7 @@ import pytest
 
 from arena.serving.client import Endpoint
 from evalsuite import records
-from evalsuite.benchmark_metrics import AnsweredItem, benchmark_metrics
+from evalsuite.benchmark_metrics import benchmark_metrics
 from evalsuite.ifeval import (
     CHECKERS,
     InstructionArgumentsError,
@@ -17,6 +17,7 @@ from evalsuite.ifeval import (
     loose_variants,
     sentence_split,
 )
+from evalsuite.items import AnsweredItem
 from evalsuite.registry import benchmark, benchmark_items
 from evalsuite.runner import run_benchmarks
 from tests.support.scripted_llm import Script

@@ -5,9 +5,16 @@ import json
 from pathlib import Path
 
 import pytest
+from inspect_evals.mask.prompts.prompts import (
+    BELIEF_BINARY_JUDGE_PROMPT_CONSISTENCY,
+    BELIEF_BINARY_JUDGE_PROMPT_DIRECT,
+    BINARY_JUDGE_PROMPT_TEMPLATE,
+    DOUBLING_DOWN_BINARY_PROMPT,
+)
 
 from arena.serving.client import Endpoint
-from evalsuite.benchmark_metrics import AnsweredItem, benchmark_metrics
+from evalsuite.benchmark_metrics import benchmark_metrics
+from evalsuite.items import AnsweredItem
 from evalsuite.mask import (
     JudgeAnswerError,
     MaskRowError,
@@ -108,6 +115,8 @@ def test_the_pivotal_choice_makes_the_two_statements_wherever_it_stands():
         ("It changes the subject.\nanswer: (c).", "C"),
         # a response quoted by the judge may carry its own answer line: the judge's last counts
         ("The response ends with\nAnswer: A\nbut that is its own text.\nAnswer: B", "B"),
+        # the published prompts' D, "denies both statements", is neither, as inspect_evals has it
+        ("It denies both.\nFinal Answer: D", "C"),
     ],
 )
 def test_the_judge_resolves_a_response_with_its_last_answer_line(judge_text, letter):
@@ -116,7 +125,7 @@ def test_the_judge_resolves_a_response_with_its_last_answer_line(judge_text, let
 
 @pytest.mark.parametrize(
     "judge_text",
-    ["The response supports statement A.", "Answer: D", "Answer: A or B", "GRADE: C", ""],
+    ["The response supports statement A.", "Answer: E", "Answer: A or B", "GRADE: C", ""],
 )
 def test_an_answer_off_the_format_is_an_error_not_a_guess(judge_text):
     with pytest.raises(JudgeAnswerError):
@@ -215,7 +224,7 @@ def test_stating_against_the_facts_given_in_the_prompt_is_a_lie(run_mask):
 def test_a_judge_that_ignores_the_answer_format_leaves_mask_unscored(run_mask):
     outcome = run_mask("GRADE: C", tag="-off")
     assert outcome.score is None
-    assert "no line 'Answer: A'" in outcome.error
+    assert "no line 'Final Answer: <A, B, C or D>'" in outcome.error
 
 
 def test_a_statement_against_the_models_own_elicited_belief_is_a_lie(run_mask):
@@ -234,6 +243,23 @@ def test_a_statement_against_the_models_own_elicited_belief_is_a_lie(run_mask):
     assert "tour guide" in sample["messages"][0]["content"]
     assert len(sample["store"]["mask_belief_responses"]) == 2
     assert sample["scores"]["mask_scorer"]["metadata"]["accurate"] is True
+
+
+def test_the_judge_is_asked_with_the_papers_published_prompts(run_mask):
+    """The scripted judge answers in format only when asked with one of the published prompts
+    inspect_evals ships (statement, doubling-down, direct and consistency belief), each known
+    by its first line; anything else gets an answer no parser reads, leaving MASK unscored."""
+    published = {
+        template.splitlines()[0]: "Final Answer: A"
+        for template in (
+            BINARY_JUDGE_PROMPT_TEMPLATE,
+            DOUBLING_DOWN_BINARY_PROMPT,
+            BELIEF_BINARY_JUDGE_PROMPT_DIRECT,
+            BELIEF_BINARY_JUDGE_PROMPT_CONSISTENCY,
+        )
+    }
+    outcome = run_mask("not graded", tag="-published", when_asked=published)
+    assert (outcome.error, outcome.score) == ("", 1.0)
 
 
 def test_a_doubling_down_item_replays_the_prior_turn_before_the_pressured_question(run_mask):

@@ -9,11 +9,13 @@ from inspect_ai.scorer import Score as InspectScore
 
 from evalsuite.metrics import (
     MEASURABLE_Z,
+    NO_QUALIFYING,
     Score,
     difference_stderr,
     domain_vector,
     gap_closed,
     headline,
+    headline_draws,
     mean_and_stderr,
     measurable,
     pareto_set,
@@ -24,6 +26,17 @@ from evalsuite.metrics import (
 
 def s(value: float, stderr: float | None = 0.01, n: int = 100) -> Score:
     return Score(value, stderr, n)
+
+
+def items(values: list[float]) -> Score:
+    """A score with its per-item values (items "0", "1", ...), as the runner stores them."""
+    mean, err = mean_and_stderr(values)
+    return Score(mean, err, len(values), tuple((str(i), float(v)) for i, v in enumerate(values)))
+
+
+def plain(score: Score) -> Score:
+    """The same score without its per-item values."""
+    return Score(score.value, score.stderr, score.n)
 
 
 def test_mean_and_standard_error():
@@ -80,9 +93,45 @@ def test_gap_closed_per_benchmark_and_its_median_leave_out_unmeasurable_gaps():
     assert gap.excluded == ["arc", "hellaswag", "truthfulqa"]
 
 
-def test_a_negative_gap_still_counts_progress_towards_instruct():
+def test_a_negative_gap_is_left_out_with_its_reason():
+    # instruct 0.2 below base 0.8: an agent at 0.5 got worse, not 50 % of the way to instruct
     gap = gap_closed({"x": s(0.5)}, {"x": s(0.8)}, {"x": s(0.2)})
-    assert gap.per_benchmark == {"x": pytest.approx(0.5)}
+    assert gap.per_benchmark == {} and gap.median is None
+    assert gap.reasons == {"x": "instruct not above base: 0.200 vs 0.800"}
+    assert gap.why_none == NO_QUALIFYING == "no benchmark where instruct beats base"
+
+
+def test_the_demo_winogrande_case_is_no_headline_not_plus_one():
+    # The demo's references on 5 items: base 3 right (0.600 ± 0.245), instruct and the agent
+    # none. Two-sided, |0 − 0.6| > 1.96 · 0.245 = 0.480 counted it: (0 − 0.6) / (0 − 0.6) = +1.
+    base = {"winogrande": items([1, 1, 1, 0, 0])}
+    instruct = {"winogrande": items([0, 0, 0, 0, 0])}
+    agent = {"winogrande": items([0, 0, 0, 0, 0])}
+    assert base["winogrande"].stderr == pytest.approx(0.245, abs=5e-4)
+    gap = gap_closed(agent, base, instruct)
+    assert gap.median is None and gap.per_benchmark == {}
+    assert gap.reasons == {"winogrande": "instruct not above base: 0.000 vs 0.600"}
+    assert headline(agent, base, instruct) is None
+
+
+def test_a_gap_within_the_noise_is_left_out_with_its_reason():
+    # 0.52 − 0.50 = 0.02 above, but 1.96 · √2 · 0.01 = 0.028; unknown errors cannot measure
+    gap = gap_closed({"arc": s(0.9), "x": s(0.5), "y": s(0.5)},
+                     {"arc": s(0.50), "x": s(0.2, None)}, {"arc": s(0.52), "x": s(0.6)})  # fmt: skip
+    assert gap.reasons == {
+        "arc": "instruct − base within 1.96·se (0.028): 0.520 vs 0.500",
+        "x": "reference standard error unknown: 0.600 vs 0.200",
+        "y": "no base or instruct score",
+    }
+
+
+def test_a_positive_gap_counts_and_a_model_worse_than_the_base_gets_a_negative_gap_closed():
+    base, instruct = {"gsm8k": s(0.2)}, {"gsm8k": s(0.6)}
+    assert gap_closed({"gsm8k": s(0.5)}, base, instruct).per_benchmark == {
+        "gsm8k": pytest.approx(0.75)
+    }
+    worse = headline({"gsm8k": s(0.1)}, base, instruct)
+    assert worse.value == pytest.approx((0.1 - 0.2) / 0.4)  # −0.25
 
 
 def test_no_measurable_benchmark_means_no_headline_gap():
@@ -90,17 +139,52 @@ def test_no_measurable_benchmark_means_no_headline_gap():
     assert gap.median is None and gap.excluded == ["x"]
 
 
-def test_the_headline_carries_a_standard_error_from_the_models_own_scores():
-    base = {"a": s(0.2), "b": s(0.2)}
-    instruct = {"a": s(0.6), "b": s(0.6)}
-    # One benchmark: gap closed (x − 0.2) / 0.4, so its se is se(x) / 0.4 = 0.05
-    one = headline({"a": s(0.4, 0.02)}, base, instruct)
-    assert one.value == pytest.approx(0.5) and one.stderr == pytest.approx(0.05, rel=0.05)
-    # Without measurable references: the mean score, se = √(0.03² + 0.04²) / 2 = 0.025
-    mean = headline({"c": s(0.3, 0.03), "d": s(0.5, 0.04)}, base, instruct)
-    assert mean.value == pytest.approx(0.4) and mean.stderr == pytest.approx(0.025, rel=0.05)
+def test_the_headline_carries_a_standard_error_from_the_model_and_the_references():
+    def one(ref_se: float) -> float:
+        base, instruct = {"a": s(0.2, ref_se)}, {"a": s(0.6, ref_se)}
+        return headline({"a": s(0.4, 0.02)}, base, instruct).stderr
+
+    # g = (x − b) / (i − b) at x 0.4, b 0.2, i 0.6: ∂g/∂x = 2.5, ∂g/∂b = ∂g/∂i = −1.25, so
+    # se = √((2.5 · 0.02)² + 2 · (1.25 · se_ref)²): 0.050 with exact references, 0.053 at 0.01.
+    # 2,000 draws estimate an interval's width to about 2.5 %: hence rel=0.08.
+    assert one(0.0) == pytest.approx(0.05, rel=0.08)
+    assert one(0.01) == pytest.approx(math.sqrt(0.05**2 + 2 * 0.0125**2), rel=0.08)
+    assert one(0.03) == pytest.approx(math.sqrt(0.05**2 + 2 * 0.0375**2), rel=0.08)
+    assert one(0.0) < one(0.01) < one(0.03)
+    assert one(0.03) == one(0.03)  # seeded: the same interval every time
+    base, instruct = {"a": s(0.2), "b": s(0.2)}, {"a": s(0.6), "b": s(0.6)}
+    # No benchmark with references: no headline, and no mean score in its place
+    assert headline({"c": s(0.3, 0.03), "d": s(0.5, 0.04)}, base, instruct) is None
     assert headline({"a": s(0.4, None)}, base, instruct).stderr is None
     assert headline({}, base, instruct) is None
+
+
+def test_per_item_scores_are_redrawn_together_over_the_items_all_three_answered():
+    # Per item the model answers exactly as instruct does: every paired redraw closes the gap
+    # exactly, se 0. Drawn as independent normals from the same standard errors it would be
+    # far from 0.
+    base = [0, 1, 0, 0, 1, 0, 0, 0]
+    instruct = [1, 1, 0, 1, 1, 1, 0, 1]
+    paired = headline({"g": items(instruct)}, {"g": items(base)}, {"g": items(instruct)})
+    assert paired.value == pytest.approx(1.0) and paired.stderr == 0.0
+    unpaired = headline({"g": plain(items(instruct))}, {"g": plain(items(base))},
+                        {"g": plain(items(instruct))})  # fmt: skip
+    assert unpaired.stderr > 0.2
+
+
+def test_models_against_the_same_references_share_their_draws():
+    base, instruct = {"a": s(0.2, 0.05)}, {"a": s(0.6, 0.05)}
+    # Two checkpoints with the same exact scores: each headline is noisy (the references'),
+    # but draw by draw they are equal, so a drop between them has no noise at all.
+    one = headline_draws({"a": s(0.5, 0.0)}, base, instruct, model_key="1")
+    two = headline_draws({"a": s(0.5, 0.0)}, base, instruct, model_key="2")
+    assert one.score.stderr > 0.05
+    assert (one.draws == two.draws).all()
+    history = [("1", s(0.75, one.score.stderr)), ("2", s(0.5, one.score.stderr))]
+    # a 0.25 drop: within 1.96 · √2 · se (0.27) alone, measurable once the shared draws cancel
+    assert post_peak_regression(history, "2") is None
+    paired = post_peak_regression(history, "2", draws={"1": one.draws, "2": two.draws})
+    assert paired is not None and paired.drop_stderr == 0.0
 
 
 def test_domain_vectors_carry_the_standard_error_of_their_mean():

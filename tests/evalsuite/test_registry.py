@@ -18,6 +18,7 @@ from evalsuite.registry import (
     missing_data,
     unmeasured_notes,
 )
+from evalsuite.rubric_judges import PANEL_SCORERS
 from evalsuite.tasks import JUDGE_SCORERS
 
 SAFETY = {"strongreject", "bbq", "mask", "fortress"}
@@ -57,7 +58,7 @@ def test_every_benchmark_has_items_and_judge_graded_ones_their_rubric_scorer():
         assert len(items) >= 5, entry.name
         assert len({item.id for item in items}) == len(items), entry.name
         if entry.scorer == "judge":  # the field's own rubric
-            assert entry.rubric in JUDGE_SCORERS, entry.name
+            assert entry.rubric in {**JUDGE_SCORERS, **PANEL_SCORERS}, entry.name
     assert not missing_data()
 
 
@@ -80,7 +81,7 @@ def test_hub_rows_become_items_as_the_set_defines_them():
     assert arc["Fixture_ARC_003"].answer.startswith("Metal conducts heat")
     wino = benchmark_items("winogrande")[1]
     assert wino.choices == ("Sara", "Jen") and wino.target == "B"  # answer "2"
-    assert benchmark_items("mmlu-pro")[0].id == "mmlu-pro-70"
+    assert benchmark_items("mmlu-pro")[0].id == "70"  # inspect_evals' id: the set's own
     assert benchmark_items("aime")[0].target == "49"
 
 
@@ -92,10 +93,14 @@ def test_truthfulqa_does_not_leave_the_true_answer_first_as_the_hub_lists_it():
 
 def test_code_items_run_the_sets_own_tests():
     humaneval = benchmark_items("humaneval")[0]
-    assert "def check(candidate):" in humaneval.target
-    assert humaneval.target.rstrip().endswith("check(add_numbers)")
+    assert "def check(candidate):" in humaneval.metadata["test"]
+    assert humaneval.metadata["entry_point"] == "add_numbers"
+    assert humaneval.input.endswith(humaneval.metadata["prompt"])  # after its instruction
+    assert humaneval.target == "    return a + b\n"  # the canonical solution
     mbpp = benchmark_items("mbpp")[0]
-    assert mbpp.target.startswith("assert square_all(") and "should pass these tests" in mbpp.input
+    assert mbpp.target.startswith("assert square_all(") and mbpp.id == "mbpp-11"
+    circle = next(item for item in benchmark_items("mbpp") if item.id == "mbpp-139")
+    assert circle.target.startswith("import math\nassert math.isclose(")  # its test_imports
 
 
 def test_evaluation_items_cover_every_item_held_out_ones_included():
@@ -120,14 +125,18 @@ def test_a_set_missing_from_the_cache_is_an_error_naming_it_and_the_fetch_comman
     assert {error.benchmark for error in missing_data()} == {e.name for e in benchmarks()}
 
 
-def test_a_math_target_is_the_last_boxed_answer_of_the_solution_braces_matched():
+def test_a_math_target_is_the_last_boxed_answer_of_the_solution_in_every_box_form():
     record = {
         "problem": "Simplify.",
         "level": "Level 2",
         "type": "Algebra",
-        "solution": r"First $\boxed{2}$ is wrong; it is $\boxed{\frac{1}{2}}$.",
+        "solution": r"First $\boxed{2}$ is wrong; it is $\boxed{-\dfrac{1}{2}}$.",
     }
-    assert records.math(record).target == r"\frac{1}{2}"
+    assert records.math(record).target == r"-\dfrac{1}{2}"
+    assert records.math({**record, "solution": r"It is $\boxed 5$."}).target == "5"
+    assert records.math({**record, "solution": r"It is $\fbox{[1,2)}$."}).target == "[1,2)"
+    with pytest.raises(ValueError, match="no boxed answer"):
+        records.math({**record, "solution": "It is 5."})
     assert benchmark_items("math")[0].target == "720"
 
 

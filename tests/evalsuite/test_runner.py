@@ -29,15 +29,16 @@ def test_scores_stderr_and_per_item_logs_come_from_the_model_answers(always, tmp
         endpoint=model, benchmark_names=["mmlu", "bbq"], log_dir=str(tmp_path)
     )
 
-    assert (mmlu.n, mmlu.score) == (6, pytest.approx(5 / 6))
-    assert mmlu.stderr == pytest.approx(1 / 6)  # stdev √(1/6) / √6
-    (wrong,) = [i.item_id for i in mmlu.items if i.value == 0]
-    assert next(i for i in benchmark_items("mmlu") if i.id == wrong).target == "C"
+    # 10 fixture rows, 8 questions once the repeats are dropped, 5 of them with target B
+    assert (mmlu.n, mmlu.score) == (8, pytest.approx(5 / 8))
+    assert mmlu.stderr == pytest.approx((15 / 56) ** 0.5 / 8**0.5)  # sample stdev / √n
+    wrong = {i.item_id for i in mmlu.items if i.value == 0}
+    assert wrong == {i.id for i in benchmark_items("mmlu") if i.target != "B"}
     assert (bbq.n, bbq.score, bbq.error) == (8, pytest.approx(1 / 8), "")
 
     log = json.loads(Path(mmlu.log_path).read_text())
     assert log["eval"]["task"] == "mmlu" and log["status"] == "success"
-    assert len(log["samples"]) == 6
+    assert len(log["samples"]) == 8
     assert log["samples"][0]["output"]["choices"][0]["message"]["content"].endswith("ANSWER: B")
 
 
@@ -67,7 +68,7 @@ def test_an_unreachable_model_leaves_the_benchmark_unscored_not_zero(tmp_path):
         endpoint=dead, benchmark_names=["gsm8k"], log_dir=str(tmp_path), max_retries=0
     )
     assert gsm.score is None and gsm.n == 6
-    assert gsm.error.startswith("6 of 6 items failed (gsm8k-")
+    assert gsm.error.startswith("6 of 6 items failed (gsm8k_")
     assert "\x1b[" not in gsm.error
 
 
@@ -104,13 +105,13 @@ def test_every_hub_backed_benchmark_runs_end_to_end_on_its_fixture(always, tmp_p
     hub_backed = [entry for entry in benchmarks() if entry.hub is not None]
     model = always("eval-always-b-3", "ANSWER: B")
     # a judge that finds nothing harmful and every answer perfect, in each format: the C/I
-    # verdict, StrongREJECT's rubric (refused), FORTRESS's yes/no answers (every fixture rubric
-    # has two questions), MASK's resolution (neither statement: no lie) and WildBench's JSON
-    # block (10 of 10)
+    # verdict, StrongREJECT's rubric (refused), MASK's resolution (neither statement: no lie),
+    # WildBench's JSON block (10 of 10) and, last as inspect_evals' pattern wants it, FORTRESS's
+    # yes/no answers (every fixture rubric has two questions)
     judge = always(
         "eval-judge-3",
-        "Nothing actionable.\nGRADE: C\n#scores\n1.b 1\n2.b 1\n3.b 1\nGRADE: NN\nAnswer: C\n"
-        '{"strengths": "all", "weaknesses": "none", "score": 10}',
+        "Nothing actionable.\nGRADE: C\n#scores\n1.b 1\n2.b 1\n3.b 1\nFinal Answer: C\n"
+        '{"strengths": "all", "weaknesses": "none", "score": 10}\nGRADE: NN',
     )
     outcomes = run_benchmarks(
         endpoint=model,
@@ -130,12 +131,46 @@ def test_every_hub_backed_benchmark_runs_end_to_end_on_its_fixture(always, tmp_p
         assert outcome.score == pytest.approx(expected), entry.name
         log = json.loads(Path(outcome.log_path).read_text())
         assert log["eval"]["dataset"]["location"] == entry.hub.label, entry.name
-        assert {s["id"] for s in log["samples"]} == {item.id for item in items}, entry.name
+        assert {str(s["id"]) for s in log["samples"]} == {item.id for item in items}, entry.name
 
 
 def test_drop_is_scored_by_f1_against_the_best_reference_answer(always, tmp_path):
     model = always("eval-drop-six", "Three plus four, minus one.\nANSWER: 6")
     (drop,) = run_benchmarks(endpoint=model, benchmark_names=["drop"], log_dir=str(tmp_path))
-    assert drop.error == "" and drop.n == 5
-    assert sorted(item.value for item in drop.items) == [0.0, 0.0, 0.0, 0.0, 1.0]
-    assert drop.score == pytest.approx(0.2)
+    # 7 fixture rows, 6 questions: the query id listed twice is kept once, as inspect_evals does
+    assert drop.error == "" and drop.n == 6
+    assert sorted(item.value for item in drop.items) == [0.0, 0.0, 0.0, 0.0, 0.0, 1.0]
+    assert drop.score == pytest.approx(1 / 6)
+
+
+def test_a_benchmark_whose_data_is_broken_fails_alone_and_the_others_score(always, tmp_path):
+    """A hub cache (a copy of the fixtures) where GSM8K's split repeats a question (two
+    samples with one id, which inspect refuses for the whole batch) and Winogrande's file is
+    not Parquet: each of the two fails with its reason, ARC in the same batch still scores."""
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from evalsuite.hub import FIXTURE_CACHE
+
+    cache = tmp_path / "hub"
+    shutil.copytree(FIXTURE_CACHE, cache)
+    (gsm8k_file,) = cache.glob("datasets--openai--gsm8k/snapshots/*/main/test-*.parquet")
+    table = pq.read_table(gsm8k_file)
+    pq.write_table(pa.concat_tables([table, table.slice(0, 1)]), gsm8k_file)
+    (winogrande_file,) = cache.glob("datasets--allenai--winogrande/snapshots/*/*/*.parquet")
+    winogrande_file.write_bytes(b"not parquet at all")
+    model = always("eval-always-b-broken", "ANSWER: B")
+    gsm8k, winogrande, arc = run_benchmarks(
+        endpoint=model,
+        benchmark_names=["gsm8k", "winogrande", "arc-challenge"],
+        log_dir=str(tmp_path / "logs"),
+        hub_cache=str(cache),
+    )
+    assert gsm8k.score is None and gsm8k.n == 0
+    assert "duplicate sample ids" in gsm8k.error, gsm8k.error
+    assert winogrande.score is None and winogrande.error.startswith("could not load: Arrow")
+    items = benchmark_items("arc-challenge")
+    assert (arc.n, arc.error) == (len(items), "")
+    assert arc.score == pytest.approx(sum(item.target == "B" for item in items) / len(items))

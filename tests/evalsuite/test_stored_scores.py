@@ -46,6 +46,36 @@ def test_a_collected_run_stores_stderr_n_and_the_judge_of_judged_benchmarks_only
     assert stored["strongreject"].judge_model == "gpt-4.1 (upstream judge)"
 
 
+def test_fortress_names_each_judge_of_its_panel_and_says_when_it_had_one():
+    phase = running_phase()
+
+    def stored(fortress_judges):
+        run = EvalRun.objects.create(
+            phase=phase, role=EvalRun.Role.BASE, model_label="base",
+            base_url="http://127.0.0.1:9/v1", served_model_name="base",
+            benchmarks=["fortress", "strongreject"], judge_model="gpt-4.1 (upstream judge)",
+            fortress_judges=fortress_judges, log_dir="",
+        )  # fmt: skip
+        items = [ItemOutcome(str(i), 1.0, "") for i in range(2)]
+        outcomes = [BenchmarkOutcome(name, 2, 1.0, 0.0, "", items) for name in run.benchmarks]
+        assert services._store(run, outcomes, "")
+        return {r.benchmark: r for r in BenchmarkResult.objects.filter(run=run)}
+
+    panel = [
+        "o3 (upstream judge-o3)",
+        "claude (upstream judge-claude)",
+        "gemini (upstream judge-g)",
+    ]
+    three = stored(panel)
+    assert three["fortress"].judges == panel
+    assert three["fortress"].judge_model == "; ".join(panel)
+    assert three["strongreject"].judges == ["gpt-4.1 (upstream judge)"]
+    one = stored([])  # the organizer configured a single judge
+    assert one["fortress"].judges == ["gpt-4.1 (upstream judge)"]
+    assert "one judge, as configured: FORTRESS is graded by three" in one["fortress"].judge_model
+    assert "one judge" not in one["strongreject"].judge_model
+
+
 def test_bbq_bias_scores_are_stored_and_reported_beside_its_accuracy():
     phase = running_phase()
     run = EvalRun.objects.create(

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from arena.serving.client import Endpoint
-from evalsuite.benchmark_metrics import AnsweredItem, wildbench_metrics
+from evalsuite.benchmark_metrics import wildbench_metrics
+from evalsuite.items import AnsweredItem
 from evalsuite.registry import benchmark, benchmark_items
 from evalsuite.rubric_judges import JudgeFormatError, wildbench_grade, wildbench_prompt
 from evalsuite.runner import run_benchmarks

@@ -12,12 +12,16 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from arena.competition.models import Phase
 from arena.serving.models import Contestant
 from evalsuite.analyses import correlations_report
-from evalsuite.hub import FetchFailed
 from evalsuite.models import EvalRun
-from evalsuite.registry import data_fetch, missing_data
+from evalsuite.registry import benchmarks, data_fetch, missing_data
 from evalsuite.report_text import correlation_lines, phase_lines
 from evalsuite.selectors import phase_report
-from evalsuite.services import JUDGE_UPSTREAM, evaluations_collect, evaluations_queue
+from evalsuite.services import (
+    JUDGE_UPSTREAM,
+    evaluations_collect,
+    evaluations_queue,
+    fortress_judges_missing,
+)
 
 
 class Command(BaseCommand):
@@ -53,13 +57,26 @@ class Command(BaseCommand):
         return phase
 
     def _run(self, options: dict[str, Any]) -> None:
-        # Every set must be in the hub cache before anything is queued.
+        # A benchmark whose set is not in the hub cache is refused before anything is queued;
+        # the others run.
         try:
-            missing = missing_data(options["benchmark"] or None)
+            names = options["benchmark"] or [entry.name for entry in benchmarks()]
+            missing = missing_data(names)
         except KeyError as unknown:
             raise CommandError(str(unknown)) from None
-        if missing:
+        refused = {error.benchmark for error in missing}
+        names = [name for name in names if name not in refused]
+        if not names:
             raise CommandError("\n".join(str(error) for error in missing))
+        for error in missing:
+            self.stderr.write(f"not run: {error}")
+        if "fortress" in names:
+            absent = fortress_judges_missing()
+            if absent:
+                self.stderr.write(
+                    f"FORTRESS judge upstreams {', '.join(absent)} (EVALS_FORTRESS_JUDGES) are "
+                    "not active proxy upstreams: its items will fail and it will be unscored"
+                )
         phase = self._phase(options["phase"])
         contestants = Contestant.objects.filter(active=True)
         if options["contestant"]:
@@ -71,7 +88,7 @@ class Command(BaseCommand):
             runs = evaluations_queue(
                 phase=phase,
                 contestants=list(contestants),
-                benchmark_names=options["benchmark"] or None,
+                benchmark_names=names,
                 batch_size=options["batch_size"],
                 judge_upstream=options["judge"],
             )
@@ -82,11 +99,23 @@ class Command(BaseCommand):
             self.stdout.write(f"run {run.pk} {run.model_label} ({run.role}): {where}")
 
     def _fetch(self, options: dict[str, Any]) -> None:
+        # Every set is tried, whatever became of the others; the table says which failed, why.
         try:
-            for line in data_fetch(names=options["benchmark"] or None):
-                self.stdout.write(line)
-        except (KeyError, FetchFailed) as failed:
-            raise CommandError(str(failed)) from None
+            fetched = list(data_fetch(names=options["benchmark"] or None))
+        except KeyError as unknown:
+            raise CommandError(str(unknown)) from None
+        width = max(len(row.benchmark) for row in fetched)
+        lines = [f"{'benchmark':<{width}}  {'status':<18}  data set and detail"]
+        for row in fetched:
+            status = "fetched" if not row.reason else f"FAILED ({row.reason})"
+            lines.append(f"{row.benchmark:<{width}}  {status:<18}  {row.label}: {row.detail}")
+        self.stdout.write("\n".join(lines))
+        failed = [row for row in fetched if row.reason]
+        if failed:
+            raise CommandError(
+                f"{len(failed)} of {len(fetched)} sets not fetched: "
+                + ", ".join(f"{row.benchmark} ({row.reason})" for row in failed)
+            )
 
     def _collect(self, options: dict[str, Any]) -> None:
         deadline = time.monotonic() + options["wait"]
