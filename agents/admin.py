@@ -159,5 +159,17 @@ class TrajectoryEventAdmin(RecordAdmin):
 
 @admin.register(TrajectoryDay)
 class TrajectoryDayAdmin(RecordAdmin):
-    list_display = ["day", "agent", "events", "bytes", "dropped"]
+    list_display = [
+        "day",
+        "agent",
+        "events",
+        "bytes",
+        "reported_events",
+        "reported_bytes",
+        "model_dropped",
+        "tool_dropped",
+        "api_dropped",
+        "reported_dropped",
+        "dropped",
+    ]
     list_filter = ["agent"]

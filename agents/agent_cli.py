@@ -160,6 +160,8 @@ def show_progress(progress: dict[str, Any]) -> str:
         marks = [m for m, on in (("Pareto", key in progress["pareto"]),
                                  ("chosen", key == progress["chosen"])) if on]  # fmt: skip
         lines.append(f"checkpoint {key:>6}  headline {_score(headline)}  {' '.join(marks)}")
+    for key, why in progress.get("without_headline", {}).items():
+        lines.append(f"checkpoint {key:>6}  no headline: {why}")
     if not lines:
         lines.append("no evaluated checkpoint yet")
     lines.append(f"Pareto set: {', '.join(progress['pareto']) or '-'}")

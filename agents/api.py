@@ -10,6 +10,7 @@ import stat
 from pathlib import Path
 from typing import Annotated, Any
 
+from django.conf import settings
 from django.http import HttpRequest
 from ninja import Field, Query, Router, Schema, Status
 from ninja.security import HttpBearer
@@ -18,6 +19,7 @@ from pydantic import BaseModel, ConfigDict
 from agents import journal as journal_limits
 from agents.journal import journal_add, journal_entries
 from agents.models import Agent, Checkpoint, DataRecord, JournalEntry, Nomination
+from agents.rate_limit import interval_claim
 from agents.selectors import agent_budget, agent_for_token, agent_job
 from agents.services import checkpoint_register, data_register, nomination_set
 from agents.trajectory import tool_call_record
@@ -167,7 +169,7 @@ class JobSubmission(Body):
 )
 def jobs_list(request: HttpRequest) -> dict[str, Any]:
     account = _own_account(caller(request))
-    cluster_sync(account_names=[account.name])
+    _jobs_refresh(account)
     return {"jobs": [job_json(j) for j in account.jobs.order_by("-submitted_at")[:200]]}
 
 
@@ -204,7 +206,7 @@ def jobs_submit(request: HttpRequest, submission: JobSubmission) -> Status[dict[
 def jobs_show(request: HttpRequest, job_id: str) -> dict[str, Any]:
     agent = caller(request)
     job = _own_job(agent, job_id)
-    cluster_sync(account_names=[job.account.name])
+    _jobs_refresh(job.account)
     job.refresh_from_db()
     return {**job_json(job), "output_tail": job_output(job, tail_bytes=16 * 1024)}
 
@@ -232,6 +234,16 @@ def jobs_cancel(request: HttpRequest, job_id: str) -> dict[str, Any]:
     cluster_sync(account_names=[job.account.name])
     job.refresh_from_db()
     return job_json(job)
+
+
+def _jobs_refresh(account: ClusterAccount) -> None:
+    """The account's jobs from the scheduler's accounting, at most once per
+    `AGENTS_JOBS_SYNC_INTERVAL_S` however often the agent asks: each sync runs `sacct` on the
+    controller every job shares (the platform's own sync keeps the rows current meanwhile).
+    A cancel syncs at once: it changed the job."""
+    key = f"jobs-sync:{account.pk}:{account.created_at.timestamp()}"
+    if interval_claim(key, seconds=settings.AGENTS_JOBS_SYNC_INTERVAL_S):
+        cluster_sync(account_names=[account.name])
 
 
 def _own_account(agent: Agent) -> ClusterAccount:

@@ -10,17 +10,22 @@ Everything in the folder is the agent's text, so the checks go from cheap to cos
 bounds the next:
 1. The files: read through `cluster.sandbox_files` (no link followed, every read bounded);
    the settings within their sizes.
-2. `config.json`, parsed here: its dimensions whole numbers within bounds, heads that divide
-   the width, the parameter count they imply under `AGENTS_CHECKPOINT_MAX_PARAMETERS`.
+2. `config.json`, parsed here (`agents.checkpoint_config`): its dimensions whole numbers
+   within bounds, heads that divide the width, no more experts per token than experts, and
+   the parameters they imply, in all and per token (a mixture of experts: Nemotron-H,
+   Mixtral- or Qwen-MoE-style), under `AGENTS_CHECKPOINT_MAX_PARAMETERS`.
 3. The weights, known by their safetensors headers (read here, within `MAX_HEADER_BYTES`):
-   well-formed, their data inside the file, as many layers as the config says, and no more
-   parameters than the maximum — so a config of a million layers over weights of four is
-   refused before anything is built.
+   well-formed, their data inside the file, as many layers and routed experts as the config
+   says, and no more parameters than the maximum — so a config of a million layers (or
+   experts) over weights of four is refused before anything is built.
 4. Only then transformers, in a child process (`agents.checkpoint_probe`) under a timeout and
    an address-space limit: it loads the tokenizer and the config from a private copy of the
    settings and builds the model on PyTorch's meta device; its tensor shapes are compared
-   with the headers here. The site process never builds a model.
-Every refusal is a `CheckpointInvalid` saying what to fix.
+   with the headers here, read in the model's own layout (`as_loaded`: transformers 5 saves
+   Nemotron-H's experts one tensor each and converts them on loading). The site process never
+   builds a model.
+Every refusal is a `CheckpointInvalid` saying what to fix. The facts returned give the
+parameters as transformers counts them and those a token goes through (`active_parameters`).
 """
 
 from __future__ import annotations
@@ -39,6 +44,12 @@ from pathlib import Path
 
 from django.conf import settings
 
+from agents.checkpoint_config import (
+    ConfigInvalid,
+    ParameterCount,
+    config_dimensions,
+    config_parameters,
+)
 from cluster.sandbox_files import SandboxPath, is_sparse, kind_of, open_file, read_bytes, walk
 
 PICKLE_SUFFIXES = {".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt"}
@@ -59,21 +70,11 @@ SAFETENSORS_DTYPES = {
     "BF16": 2, "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8,
 }  # fmt: skip
 
-# config.json's dimensions under their names across architectures; each, where present, must
-# be a whole number from 1 to its bound.
-DIMENSIONS = {
-    "layers": (("num_hidden_layers", "n_layer", "num_layers"), 1024),  # the largest have ~128
-    "hidden": (("hidden_size", "n_embd", "d_model"), 1 << 20),
-    "intermediate": (("intermediate_size", "n_inner", "ffn_dim"), 1 << 22),
-    "vocab": (("vocab_size",), 1 << 23),
-    "heads": (("num_attention_heads", "n_head"), 1 << 14),
-    "kv_heads": (("num_key_value_heads",), 1 << 14),
-    "head_dim": (("head_dim",), 1 << 16),
-    "positions": (("max_position_embeddings", "n_positions"), 1 << 24),
-    "experts": (("num_local_experts", "num_experts", "n_routed_experts"), 1 << 12),
-}
 # A layer's index in a tensor's name: model.layers.3.mlp…, transformer.h.3.attn…
 LAYER_INDEX = re.compile(r"(?:^|\.)(?:layers|h|blocks|block|layer)\.(\d+)\.")
+# Architectures whose model keeps an lm_head of its own even where the config says
+# tie_word_embeddings (transformers 5.24's `_tied_weights_keys` is empty for them).
+NEVER_TIED = {"nemotron_h"}
 # The config may describe somewhat more than a rough count of the weights (architectures differ
 # in what the estimate leaves out); not this many times more.
 IMPLIED_OVER_WEIGHTS = 4
@@ -86,7 +87,8 @@ class CheckpointInvalid(ValueError):
 @dataclass(frozen=True)
 class CheckpointFacts:
     architecture: str
-    parameters: int
+    parameters: int  # as transformers counts them
+    active_parameters: int  # per token: a mixture of experts' skipped experts left out
     end_of_turn_token: str
     weight_files: list[str]
 
@@ -132,16 +134,16 @@ def inspect_checkpoint(path: SandboxPath | Path) -> CheckpointFacts:
     sections = [config] + [part for part in config.values() if isinstance(part, dict)]
     if not isinstance(config.get("model_type"), str):
         raise CheckpointInvalid("config.json has no model_type")
-    dimensions = [config_dimensions(section) for section in sections]
-    counts = [
-        n for d, c in zip(dimensions, sections, strict=True) if (n := implied_parameters(d, c))
-    ]
-    implied = sum(counts) if counts else None
+    try:
+        dimensions = [config_dimensions(section) for section in sections]
+        count = config_parameters(config)
+    except ConfigInvalid as refused:
+        raise CheckpointInvalid(str(refused)) from None
     maximum = settings.AGENTS_CHECKPOINT_MAX_PARAMETERS
-    if implied is not None and implied > maximum:
+    if count is not None and count.total > maximum:
         raise CheckpointInvalid(
-            f"config.json describes a model of about {implied:,} parameters, more than the "
-            f"{maximum:,} allowed"
+            f"config.json describes a model of {_about(count)}{count.total:,} parameters, more "
+            f"than the {maximum:,} allowed"
         )
     found: dict[str, tuple[int, ...]] = {}
     for name in weights:
@@ -153,11 +155,18 @@ def inspect_checkpoint(path: SandboxPath | Path) -> CheckpointFacts:
         raise CheckpointInvalid(
             f"the weights hold {held:,} parameters, more than the {maximum:,} allowed"
         )
-    _layers_match(dimensions, found)
-    if implied is not None and implied > IMPLIED_OVER_WEIGHTS * held + 1_000_000:
+    layers = max(
+        [d["layers"] for d in dimensions if "layers" in d] + [count.layers if count else 0]
+    )
+    _layers_match(layers, found)
+    experts = max(
+        [d["experts"] for d in dimensions if "experts" in d] + [count.experts if count else 0]
+    )
+    _experts_match(experts, found)
+    if count is not None and count.total > IMPLIED_OVER_WEIGHTS * held + 1_000_000:
         raise CheckpointInvalid(
-            f"config.json describes a model of about {implied:,} parameters; the weights hold "
-            f"{held:,}"
+            f"config.json describes a model of {_about(count)}{count.total:,} parameters; the "
+            f"weights hold {held:,}"
         )
     vocab = next((d["vocab"] for d in dimensions if "vocab" in d), None)
     end_of_turn_ids = _end_of_turn_ids(folder, files, vocab)
@@ -187,7 +196,10 @@ def inspect_checkpoint(path: SandboxPath | Path) -> CheckpointFacts:
         built = _probe(Path(private), end_of_turn_ids)
 
     expected = {name: tuple(shape) for name, shape in built["shapes"].items()}
-    tied = built["tie_word_embeddings"]
+    found = as_loaded(found, expected)
+    # A tied head needs no weights of its own, where the model really ties it: Nemotron-H
+    # (transformers 5) never does, whatever its config says, and would load a random head.
+    tied = built["tie_word_embeddings"] and config.get("model_type") not in NEVER_TIED
     missing = [n for n in expected if n not in found and not (tied and n == "lm_head.weight")]
     if missing:
         raise CheckpointInvalid(
@@ -199,9 +211,14 @@ def inspect_checkpoint(path: SandboxPath | Path) -> CheckpointFacts:
         raise CheckpointInvalid(
             f"{name} has shape {found[name]}, the config needs {expected[name]}"
         )
+    parameters = built["parameters"]
+    # The routed experts a token skips, from the config's arithmetic (checked against the
+    # weights above): the rest is what each token goes through.
+    skipped = count.total - count.active if count is not None else 0
     return CheckpointFacts(
         architecture=built["architecture"],
-        parameters=built["parameters"],
+        parameters=parameters,
+        active_parameters=max(parameters - skipped, 0),
         end_of_turn_token=built["end_of_turn_token"],
         weight_files=weights,
     )
@@ -220,59 +237,108 @@ def json_object(where: SandboxPath) -> dict:
     return data
 
 
-def config_dimensions(config: dict) -> dict[str, int]:
-    """The config's dimensions that are present, each checked to be a whole number in bounds."""
-    found: dict[str, int] = {}
-    for dimension, (names, bound) in DIMENSIONS.items():
-        for name in names:
-            if name not in config:
-                continue
-            value = config[name]
-            if value is None and dimension in {"head_dim", "kv_heads", "intermediate", "experts"}:
-                continue  # the architecture's default
-            if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= bound:
-                raise CheckpointInvalid(
-                    f"config.json: {name} must be a whole number from 1 to {bound}, not {value!r}"
-                )
-            found.setdefault(dimension, value)
-    heads, hidden = found.get("heads"), found.get("hidden")
-    if heads and hidden and "head_dim" not in found and hidden % heads:
-        raise CheckpointInvalid(
-            f"config.json: hidden_size {hidden} is not a multiple of num_attention_heads {heads}"
-        )
-    if heads and found.get("kv_heads") and heads % found["kv_heads"]:
-        raise CheckpointInvalid(
-            f"config.json: num_attention_heads {heads} is not a multiple of "
-            f"num_key_value_heads {found['kv_heads']}"
-        )
-    return found
-
-
-def implied_parameters(dimensions: dict[str, int], config: dict) -> int | None:
-    """A rough count of a decoder's parameters from its config (embeddings, attention, a gated
-    MLP per expert); None where the config lacks the sizes to say."""
-    hidden, layers, vocab = (dimensions.get(k) for k in ("hidden", "layers", "vocab"))
-    if not (hidden and layers and vocab):
-        return None
-    heads = dimensions.get("heads", 1)
-    head_dim = dimensions.get("head_dim", hidden // heads)
-    kv_heads = dimensions.get("kv_heads", heads)
-    intermediate = dimensions.get("intermediate", 4 * hidden)
-    attention = 2 * hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim
-    mlp = 2 * hidden * intermediate * dimensions.get("experts", 1)
-    embeddings = vocab * hidden * (1 if config.get("tie_word_embeddings") else 2)
-    return embeddings + layers * (attention + mlp)
-
-
-def _layers_match(dimensions: list[dict[str, int]], found: dict[str, tuple[int, ...]]) -> None:
+def _layers_match(layers: int, found: dict[str, tuple[int, ...]]) -> None:
     """No more layers in the config than the weights hold: a model of a million layers over
-    weights of four is refused here, before anything is built."""
-    layers = max((d["layers"] for d in dimensions if "layers" in d), default=0)
-    indices = {int(m.group(1)) for name in found if (m := LAYER_INDEX.search(name))}
+    weights of four is refused here, before anything is built. (Nemotron-H's layers are its
+    list of block kinds.)"""
+    indices = {_number(m.group(1)) for name in found if (m := LAYER_INDEX.search(name))}
     if indices and layers > len(indices):
         raise CheckpointInvalid(
             f"config.json describes {layers} layers; the weights hold {len(indices)}"
         )
+
+
+def _experts_match(experts: int, found: dict[str, tuple[int, ...]]) -> None:
+    """No more routed experts per MoE layer in the config than the weights hold, in either
+    layout: fused (`…experts.up_proj`, its first dimension the experts) or one tensor per
+    expert (`…experts.7.up_proj.weight`)."""
+    held: dict[str, set[str]] = {}
+    fused = 0
+    for name, shape in found.items():
+        head, sep, tail = name.rpartition(".experts.")
+        if not sep:
+            continue
+        index, dot, rest = tail.partition(".")
+        if dot and index.isdigit():
+            held.setdefault(f"{head}\0{rest}", set()).add(_number(index))
+        elif not dot and len(shape) == 3:
+            fused = max(fused, shape[0])
+    most = max([fused] + [len(indices) for indices in held.values()])
+    if most and experts > most:
+        raise CheckpointInvalid(
+            f"config.json describes {experts} routed experts per MoE layer; the weights hold {most}"
+        )
+
+
+def as_loaded(
+    found: dict[str, tuple[int, ...]], expected: dict[str, tuple[int, ...]]
+) -> dict[str, tuple[int, ...]]:
+    """The weights' names and shapes as the model holds them once transformers has loaded
+    them. transformers 5 saves some architectures in their original layout and converts them
+    on loading: Nemotron-H's `backbone.` is the model's `model.`, and each expert's matrices,
+    saved apart (`…experts.3.up_proj.weight`, (I, H)), are one fused parameter
+    (`…experts.up_proj`, (E, I, H)); Mixtral- and Qwen-MoE-style experts' `gate_proj` and
+    `up_proj` are one `gate_up_proj` (E, 2I, H). A name is converted only into one the model
+    has (`expected`) and only when every expert 0..E-1 is there with one shape; anything else
+    stays as it is, to be found missing or unexpected."""
+    renamed: dict[str, tuple[int, ...]] = {}
+    per_expert: dict[tuple[str, str], dict[int, tuple[int, ...]]] = {}
+    backbone = any(n.startswith("model.") for n in expected) and not any(
+        n.startswith("backbone.") for n in expected
+    )
+    for original, shape in found.items():
+        name = original
+        if backbone and name.startswith("backbone."):
+            name = "model." + name.removeprefix("backbone.")
+        head, sep, tail = name.rpartition(".experts.")
+        index, _, rest = tail.partition(".")
+        projection = rest.removesuffix(".weight")
+        if (
+            sep
+            and name not in expected
+            and index.isdigit()
+            and len(index) <= 6
+            and rest.endswith(".weight")
+            and "." not in projection
+        ):
+            per_expert.setdefault((head, projection), {})[int(index)] = shape
+        else:
+            renamed[name] = shape
+    stacked: dict[tuple[str, str], tuple[int, ...]] = {}
+    for (head, projection), members in per_expert.items():
+        shapes = set(members.values())
+        if len(shapes) == 1 and sorted(members) == list(range(len(members))):
+            stacked[(head, projection)] = (len(members), *shapes.pop())
+        else:
+            renamed.update(
+                {f"{head}.experts.{i}.{projection}.weight": s for i, s in members.items()}
+            )
+    for (head, projection), shape in stacked.items():
+        fused, merged = f"{head}.experts.{projection}", f"{head}.experts.gate_up_proj"
+        if fused in expected:
+            renamed[fused] = shape
+        elif (
+            projection in {"gate_proj", "up_proj"}
+            and merged in expected
+            and stacked.get((head, "gate_proj")) == stacked.get((head, "up_proj"))
+        ):
+            if projection == "gate_proj":  # (E, I, H) twice: (E, 2I, H), gate first
+                renamed[merged] = (shape[0], 2 * shape[1], *shape[2:])
+        else:
+            renamed.update(
+                {f"{head}.experts.{i}.{projection}.weight": shape[1:] for i in range(shape[0])}
+            )
+    return renamed
+
+
+def _number(digits: str) -> str:
+    """A layer's or expert's index as written, without leading zeros (never int(): a name
+    may hold a number of a million digits)."""
+    return digits.lstrip("0") or "0"
+
+
+def _about(count: ParameterCount) -> str:
+    return "" if count.exact else "about "
 
 
 def _end_of_turn_ids(

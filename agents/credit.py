@@ -89,9 +89,64 @@ def cost_usd(upstream: Upstream, *, prompt_tokens: int, completion_tokens: int) 
     return cost.quantize(CENT_FRACTION, rounding=ROUND_UP)
 
 
+@dataclass(frozen=True)
+class Usage:
+    """What an upstream reported it billed for one call, in tokens, whatever its protocol."""
+
+    prompt: int  # every input token, cached or not
+    completion: int  # every output token, reasoning and thinking included
+    cached_prompt: int = 0  # of `prompt`: read from the upstream's prompt cache
+    cache_write: int = 0  # of `prompt`: written to it (Anthropic bills these above the list)
+    embedding: bool = False  # an embeddings call: `prompt` at the embedding price
+
+
+def _or_prompt(price: Decimal | None, upstream: Upstream) -> Decimal:
+    return upstream.usd_per_million_prompt_tokens if price is None else price
+
+
+def usage_cost_usd(upstream: Upstream, usage: Usage) -> Decimal:
+    """What `usage` costs at the upstream's prices: each kind of token at its own rate."""
+    if usage.embedding:
+        cost = usage.prompt * _or_prompt(upstream.usd_per_million_embedding_tokens, upstream)
+        return (cost / MILLION).quantize(CENT_FRACTION, rounding=ROUND_UP)
+    cached = min(usage.cached_prompt, usage.prompt)
+    written = min(usage.cache_write, usage.prompt - cached)
+    plain = usage.prompt - cached - written
+    cost = (
+        plain * upstream.usd_per_million_prompt_tokens
+        + cached * _or_prompt(upstream.usd_per_million_cached_prompt_tokens, upstream)
+        + written * _or_prompt(upstream.usd_per_million_cache_write_tokens, upstream)
+        + usage.completion * upstream.usd_per_million_completion_tokens
+    )
+    return (cost / MILLION).quantize(CENT_FRACTION, rounding=ROUND_UP)
+
+
+def bound_cost_usd(
+    upstream: Upstream, *, prompt_tokens: int, completion_tokens: int, embedding: bool = False
+) -> Decimal:
+    """The most a call of at most these tokens can cost: every prompt token at the dearest of
+    the prompt rates (a cache write costs more than a plain token, and the proxy cannot know
+    which the upstream will bill), every completion token at the completion rate."""
+    if embedding:
+        return usage_cost_usd(upstream, Usage(prompt_tokens, 0, embedding=True))
+    dearest = max(
+        upstream.usd_per_million_prompt_tokens,
+        _or_prompt(upstream.usd_per_million_cached_prompt_tokens, upstream),
+        _or_prompt(upstream.usd_per_million_cache_write_tokens, upstream),
+    )
+    cost = prompt_tokens * dearest + completion_tokens * upstream.usd_per_million_completion_tokens
+    return (cost / MILLION).quantize(CENT_FRACTION, rounding=ROUND_UP)
+
+
 @transaction.atomic
 def credit_reserve(
-    *, agent: Agent, amount: Decimal, model: str, stream: bool, budget: str = API
+    *,
+    agent: Agent,
+    amount: Decimal,
+    model: str,
+    stream: bool,
+    budget: str = API,
+    protocol: str = "chat",
 ) -> ProxyCall:
     """Hold `amount` of the agent's credit on `budget`'s ledger for a new call, or raise
     CreditExhausted. The other ledger is never a fallback.
@@ -116,6 +171,7 @@ def credit_reserve(
         reserved_usd=amount,
         credit_period=period,
         budget=budget,
+        protocol=protocol,
     )
 
 
@@ -129,6 +185,8 @@ def credit_settle(
     completion_tokens: int = 0,
     latency_ms: int = 0,
     error: str = "",
+    cached_prompt_tokens: int = 0,
+    cache_write_tokens: int = 0,
 ) -> Decimal | None:
     """Release the call's reservation and charge what it cost. Returns the amount charged, or
     None if the call was already settled (by the reconciler, or the reverse).
@@ -162,6 +220,8 @@ def credit_settle(
     ProxyCall.objects.filter(pk=call.pk).update(
         status=status,
         prompt_tokens=prompt_tokens,
+        cached_prompt_tokens=cached_prompt_tokens,
+        cache_write_tokens=cache_write_tokens,
         completion_tokens=completion_tokens,
         cost_usd=charged,
         latency_ms=latency_ms,

@@ -94,7 +94,10 @@ class NftablesFirewall(Firewall):
         self._run(["-f", "-"], stdin=ruleset(table=self.table, ports=self.ports, uids=uids))
 
     def block(self, uid: int) -> None:
-        if self.state() is None:
+        state = self.state()
+        if state is None or not state.rejects or list(state.ports) != self.ports:
+            # Missing, or loaded from other settings (an upgrade's new ports): reloaded whole,
+            # in one transaction that keeps the agents already blocked.
             self.install(uids=[uid])
         else:
             self._run(["add", "element", "inet", self.table, AGENTS_SET, "{", str(uid), "}"])
@@ -185,9 +188,12 @@ def parse_ports(items: Iterable[str]) -> list[PortRange]:
 
 def platform_ports() -> list[PortRange]:
     """Every port of the platform agents must not reach: the listed ones (site, PostgreSQL,
-    Redis, MariaDB, slurmdbd), the configured database's and Redis's, and the model servers'
-    range. Never the gateway port."""
+    Redis, MariaDB, slurmdbd), the public site's, the configured database's and Redis's, and
+    the model servers' range. Never the gateway port."""
     ports = parse_ports(settings.AGENTS_FIREWALL_PORTS)
+    public = urlsplit(settings.ARENA_PUBLIC_URL)
+    if public.hostname:
+        ports.append((public.port or (443 if public.scheme == "https" else 80),) * 2)
     base = settings.ARENA_SERVING_BASE_PORT
     ports.append((base, base + settings.AGENTS_FIREWALL_SERVING_PORTS - 1))
     database = settings.DATABASES["default"]

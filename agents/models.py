@@ -100,18 +100,40 @@ class AgentToken(models.Model):
         return f"{self.agent} {self.kind} token"
 
 
+def _chat_only() -> list[str]:
+    return ["chat"]
+
+
 class Upstream(models.Model):
-    """An LLM API the proxy forwards to, under the name agents call it by, with its price."""
+    """An LLM API the proxy forwards to, under the name agents call it by, with its price.
+
+    `protocols` are the wire protocols it speaks (`agents.wire_protocols`): `chat` (OpenAI
+    Chat Completions), `responses` (OpenAI Responses), `embeddings` (OpenAI embeddings) and
+    `messages` (Anthropic Messages). The prices left empty are the prompt price."""
 
     name = models.CharField(max_length=100, unique=True, help_text="the model name agents request")
     base_url = models.URLField(
-        max_length=500, help_text="OpenAI-compatible, e.g. https://api.example.com/v1"
+        max_length=500,
+        help_text="the API's root, e.g. https://api.example.com/v1 (the protocol's path follows)",
     )
     upstream_model = models.CharField(max_length=200)
     # Encrypted at rest: a database reader sees a Fernet token, never the key.
     api_key = EncryptedTextField(blank=True, help_text="kept on the server; never shown to agents")
+    protocols = models.JSONField(
+        default=_chat_only,
+        help_text='what it speaks: "chat", "responses", "embeddings", "messages"',
+    )
     usd_per_million_prompt_tokens = models.DecimalField(**USD)
     usd_per_million_completion_tokens = models.DecimalField(**USD)
+    usd_per_million_cached_prompt_tokens = models.DecimalField(
+        **USD, null=True, blank=True, help_text="prompt tokens read from the upstream's cache"
+    )
+    usd_per_million_cache_write_tokens = models.DecimalField(
+        **USD, null=True, blank=True, help_text="prompt tokens written to its cache (Anthropic)"
+    )
+    usd_per_million_embedding_tokens = models.DecimalField(
+        **USD, null=True, blank=True, help_text="input tokens of an embeddings call"
+    )
     max_completion_tokens = models.PositiveIntegerField(
         default=4096, help_text="cap on max_tokens per call"
     )
@@ -135,8 +157,15 @@ class ProxyCall(models.Model):
     model = models.CharField(max_length=100)
     stream = models.BooleanField()
     status = models.PositiveSmallIntegerField(default=0, help_text="0 while in flight")
-    prompt_tokens = models.PositiveIntegerField(default=0)
-    completion_tokens = models.PositiveIntegerField(default=0)
+    protocol = models.CharField(max_length=12, default="chat")
+    prompt_tokens = models.PositiveIntegerField(
+        default=0, help_text="every input token, cached or not"
+    )
+    cached_prompt_tokens = models.PositiveIntegerField(default=0, help_text="read from its cache")
+    cache_write_tokens = models.PositiveIntegerField(default=0, help_text="written to its cache")
+    completion_tokens = models.PositiveIntegerField(
+        default=0, help_text="every output token, reasoning included"
+    )
     reserved_usd = models.DecimalField(**USD)
     cost_usd = models.DecimalField(**USD, default=Decimal("0"))
     latency_ms = models.PositiveIntegerField(default=0)
@@ -322,13 +351,30 @@ class TrajectoryEvent(models.Model):
 
 class TrajectoryDay(models.Model):
     """An agent's trajectory volume on one UTC day: events and bytes admitted, and what was
-    dropped past the day's bounds (so a gap in the trajectory is visible, never silent)."""
+    dropped past the day's bounds (so a gap in the trajectory is visible, never silent). Each
+    budget (`agents.trajectory.BUDGETS`: model calls, the platform harness's tool calls, API
+    call records, the agent's reports) is counted apart against bounds of its own, so one can
+    never crowd out another; `events`, `bytes` and `dropped` are the totals."""
 
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="+")
     day = models.DateField()
-    events = models.PositiveIntegerField(default=0)
-    bytes = models.PositiveBigIntegerField(default=0)
-    dropped = models.PositiveIntegerField(default=0)
+    events = models.PositiveIntegerField(default=0, help_text="observed by the platform")
+    bytes = models.PositiveBigIntegerField(default=0, help_text="observed by the platform")
+    model_events = models.PositiveIntegerField(default=0)
+    model_bytes = models.PositiveBigIntegerField(default=0)
+    model_dropped = models.PositiveIntegerField(default=0)
+    tool_events = models.PositiveIntegerField(default=0, help_text="run by the platform harness")
+    tool_bytes = models.PositiveBigIntegerField(default=0)
+    tool_dropped = models.PositiveIntegerField(default=0)
+    api_events = models.PositiveIntegerField(default=0, help_text="records of agent API calls")
+    api_bytes = models.PositiveBigIntegerField(default=0)
+    api_dropped = models.PositiveIntegerField(default=0)
+    reported_events = models.PositiveIntegerField(
+        default=0, help_text="reported by the agent, and the API's records of those calls"
+    )
+    reported_bytes = models.PositiveBigIntegerField(default=0)
+    reported_dropped = models.PositiveIntegerField(default=0)
+    dropped = models.PositiveIntegerField(default=0, help_text="all budgets together")
 
     class Meta:
         constraints = [

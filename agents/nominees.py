@@ -47,6 +47,7 @@ from agents.models import Nomination, NomineeCopy
 from cluster.sandbox_files import (
     HASH_BLOCK,
     MAX_HASH_BYTES,
+    Entry,
     SandboxPath,
     UnsafePath,
     file_sha256,
@@ -185,8 +186,47 @@ def _copy(nomination: Nomination) -> tuple[Path, dict[str, str]]:
     return target, files
 
 
-def checkpoint_files_copy(source: SandboxPath, into: Path, *, parameters: int) -> dict[str, str]:
-    """Copy the weights and the settings files, after checking every bound on the listing."""
+def checkpoint_files_copy(
+    source: SandboxPath,
+    into: Path,
+    *,
+    parameters: int,
+    max_bytes: int | None = None,
+    keep_free_bytes: int = MIN_FREE_BYTES,
+) -> dict[str, str]:
+    """Copy the weights and the settings files, after checking every bound on the listing:
+    at most `max_bytes` in all (what was counted for the copy beforehand, if anything), and
+    `keep_free_bytes` left free on `into`'s filesystem afterwards."""
+    chosen = checkpoint_files_listed(source, parameters=parameters)
+    total = sum(e.info.st_size for e in chosen)
+    if max_bytes is not None and total > max_bytes:
+        raise NomineeRefused(
+            f"the checkpoint is now {total} bytes, more than the {max_bytes} counted for this "
+            "copy when it was requested"
+        )
+    free = shutil.disk_usage(into).free
+    if free < total + keep_free_bytes:
+        raise NomineeRefused(
+            f"the platform's disk has {free} bytes free, too few for {total} while keeping "
+            f"{keep_free_bytes} free (organizers: make room and copy again)"
+        )
+    files: dict[str, str] = {}
+    for entry in chosen:  # each no larger than listed: a file grown since is refused
+        files[entry.where.name], _ = _copy_file(entry.where, into, entry.info.st_size)
+    return files
+
+
+def checkpoint_copy_bytes(source: SandboxPath, *, parameters: int) -> int:
+    """What a copy of the checkpoint at `source` writes, in bytes (the files listed as
+    `checkpoint_files_copy` lists them, every bound checked); NomineeRefused or UnsafePath
+    when it cannot be copied at all."""
+    return sum(e.info.st_size for e in checkpoint_files_listed(source, parameters=parameters))
+
+
+def checkpoint_files_listed(source: SandboxPath, *, parameters: int) -> list[Entry]:
+    """The files a copy of the checkpoint takes: its top-level weights and settings files,
+    each a regular dense file within its bound, the weights within what `parameters` can
+    need, all within `AGENTS_NOMINEE_MAX_GIB`."""
     try:
         entries = [e for e in walk(source, max_entries=MAX_ENTRIES) if e.where.parent == source]
     except (NotADirectoryError, FileNotFoundError):
@@ -220,16 +260,7 @@ def checkpoint_files_copy(source: SandboxPath, into: Path, *, parameters: int) -
     budget = settings.AGENTS_NOMINEE_MAX_GIB * 1024**3
     if total > budget:
         raise NomineeRefused(f"the checkpoint is {total} bytes, more than the {budget} allowed")
-    free = shutil.disk_usage(into).free
-    if free < total + MIN_FREE_BYTES:
-        raise NomineeRefused(
-            f"the nominee store has {free} bytes free, too few for {total} (organizers: "
-            "make room and copy again)"
-        )
-    files: dict[str, str] = {}
-    for entry in chosen:  # each no larger than listed: a file grown since is refused
-        files[entry.where.name], _ = _copy_file(entry.where, into, entry.info.st_size)
-    return files
+    return chosen
 
 
 def _copy_file(where: SandboxPath, into: Path, budget: int) -> tuple[str, int]:

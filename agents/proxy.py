@@ -1,7 +1,10 @@
-"""The metered LLM API proxy: OpenAI-compatible `/proxy/v1/chat/completions` and `/models`.
+"""The metered LLM API proxy, in the wire protocols agents' scaffolds speak:
+`/proxy/v1/chat/completions` and `/proxy/v1/responses` (OpenAI), `/proxy/v1/embeddings`, and
+`/proxy/v1/messages` (Anthropic), with `/proxy/v1/models` listing what the agent may call and
+in which protocols (`agents.wire_protocols`: each protocol's format, usage and errors).
 
-Agents never hold an upstream key: they call this with their proxy token; the proxy adds the
-key on the way out. Each call is priced first (`agents.pricing`: the most the upstream can
+Agents never hold an upstream key: they call this with their proxy token (a bearer token, or
+Anthropic's `x-api-key`); the proxy adds the key on the way out. Each call is priced first (`agents.pricing`: the most the upstream can
 bill for the body actually sent; what cannot be priced is refused), reserves that amount,
 and settles on the usage the upstream reports (`agents.credit`). The token says which ledger
 pays: the agent's proxy and judge tokens its API credit, its scaffold's token the scaffold
@@ -34,24 +37,22 @@ from django.views.decorators.csrf import csrf_exempt
 from agents.credit import (
     CALL_TIMEOUT_S,
     CreditExhausted,
-    cost_usd,
     credit_reserve,
     credit_settle,
     proxy_call_log,
+    usage_cost_usd,
 )
 from agents.models import Agent, ProxyCall, Upstream
-from agents.pricing import PricedRequest, Unpriceable, price_request
+from agents.pricing import PricedRequest, Unpriceable
 from agents.selectors import proxy_caller, upstreams_active
 from agents.trajectory import ReplyCollector, model_call_record
+from agents.wire_protocols import PROTOCOLS, UsageTracker, WireProtocol
+from arena.json_api import JsonBodyRefused, json_object
 
 T = TypeVar("T")
 
 UPSTREAM_TIMEOUT_S = 600.0  # for each read; CALL_TIMEOUT_S bounds the whole exchange
 _exchanges: set[asyncio.Task[Any]] = set()  # strong references: the loop keeps weak ones only
-
-
-def _error(status: int, message: str, kind: str, code: str | None = None) -> JsonResponse:
-    return JsonResponse({"error": {"message": message, "type": kind, "code": code}}, status=status)
 
 
 def _in_background(work: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
@@ -63,66 +64,107 @@ def _in_background(work: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
     return task
 
 
-async def _authenticate(request: HttpRequest) -> tuple[Agent, str] | None:
+async def _authenticate(request: HttpRequest, protocol: WireProtocol) -> tuple[Agent, str] | None:
     """The calling agent and the ledger its token bills (`ProxyCall.Budget`)."""
-    header = request.headers.get("Authorization", "")
-    if not header.startswith("Bearer "):
+    token = protocol.token(request)
+    if not token:
         return None
-    return await sync_to_async(proxy_caller)(header.removeprefix("Bearer ").strip())
+    return await sync_to_async(proxy_caller)(token)
 
 
 @csrf_exempt
 async def models(request: HttpRequest) -> HttpResponse:
+    """What the agent may call, and in which protocols. Both SDKs read the list: OpenAI's
+    fields (`object`, `owned_by`) and Anthropic's (`type`, `display_name`) are all there."""
+    chat = PROTOCOLS["chat"]
     if request.method != "GET":
-        return _error(405, "use GET", "invalid_request_error")
-    if await _authenticate(request) is None:
-        return _error(
+        return chat.error(405, "use GET", "invalid_request_error")
+    if await _authenticate(request, PROTOCOLS["messages"]) is None:
+        return chat.error(
             401, "missing or invalid proxy token", "authentication_error", "invalid_api_key"
         )
     listed = await sync_to_async(upstreams_active)()
+    data = [
+        {
+            "id": u.name, "object": "model", "owned_by": "rsi-arena", "type": "model",
+            "display_name": u.name, "created_at": "1970-01-01T00:00:00Z",
+            "protocols": [p for p in PROTOCOLS if p in (u.protocols or [])],
+        }
+        for u in listed
+    ]  # fmt: skip
     return JsonResponse(
         {
             "object": "list",
-            "data": [{"id": u.name, "object": "model", "owned_by": "rsi-arena"} for u in listed],
+            "data": data,
+            "has_more": False,
+            "first_id": data[0]["id"] if data else None,
+            "last_id": data[-1]["id"] if data else None,
         }
     )
 
 
-@csrf_exempt
-async def chat_completions(request: HttpRequest) -> HttpResponse:
+async def _proxied(request: HttpRequest, protocol: WireProtocol) -> HttpResponse:
+    """One call in `protocol`: authenticated, priced, reserved, forwarded and settled."""
     if request.method != "POST":
-        return _error(405, "use POST", "invalid_request_error")
-    caller = await _authenticate(request)
+        return protocol.error(405, "use POST", "invalid_request_error")
+    caller = await _authenticate(request, protocol)
     if caller is None:
-        return _error(
+        return protocol.error(
             401, "missing or invalid proxy token", "authentication_error", "invalid_api_key"
         )
     agent, budget = caller
     try:
-        body = json.loads(request.body)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return _error(400, "the request body is not valid JSON", "invalid_request_error")
-    if not isinstance(body, dict):
-        return _error(400, "the request body must be a JSON object", "invalid_request_error")
+        body = json_object(request.body)  # bounded: deep nesting, 5,000 digits, NaN refused
+    except JsonBodyRefused as refused:
+        return protocol.error(400, refused.message, "invalid_request_error", refused.code)
     upstream = await sync_to_async(
         Upstream.objects.filter(name=body.get("model"), active=True).first
     )()
     if upstream is None:
-        return _error(
+        return protocol.error(
             404,
             f"the model {body.get('model')!r} does not exist",
             "invalid_request_error",
             "model_not_found",
         )
+    spoken = [name for name in PROTOCOLS if name in (upstream.protocols or [])]
+    if protocol.name not in spoken:
+        return protocol.error(
+            404,
+            f"the model {upstream.name!r} is not served through {protocol.what} here; it"
+            f" speaks: {', '.join(PROTOCOLS[name].what for name in spoken) or 'nothing'}",
+            "invalid_request_error",
+            "model_not_found",
+        )
     try:
-        priced = price_request(body, upstream)
+        priced = protocol.price(body, upstream)
     except Unpriceable as refused:
-        return _error(400, str(refused), "invalid_request_error", "unpriceable_request")
-    exchange = _Exchange(agent, upstream, priced, budget)
+        return protocol.error(400, str(refused), "invalid_request_error", "unpriceable_request")
+    exchange = _Exchange(agent, upstream, priced, budget, protocol, request, body)
     if priced.stream:
         return await exchange.streamed()
     # Shielded: the agent hanging up cancels this view, never the exchange and its settlement.
     return await asyncio.shield(_in_background(exchange.whole()))
+
+
+@csrf_exempt
+async def chat_completions(request: HttpRequest) -> HttpResponse:
+    return await _proxied(request, PROTOCOLS["chat"])
+
+
+@csrf_exempt
+async def responses(request: HttpRequest) -> HttpResponse:
+    return await _proxied(request, PROTOCOLS["responses"])
+
+
+@csrf_exempt
+async def embeddings(request: HttpRequest) -> HttpResponse:
+    return await _proxied(request, PROTOCOLS["embeddings"])
+
+
+@csrf_exempt
+async def messages(request: HttpRequest) -> HttpResponse:
+    return await _proxied(request, PROTOCOLS["messages"])
 
 
 @dataclass
@@ -131,7 +173,6 @@ class _Outcome:
     request was sent and nothing says what it cost (the reservation is charged)."""
 
     status: int = 502
-    usage: Any = None
     billed: bool = True  # False: the upstream never took or refused the request
     error: str = ""
 
@@ -141,24 +182,32 @@ class _Exchange:
     in a task of its own (`_in_background`), so it settles whatever the agent does."""
 
     def __init__(
-        self, agent: Agent, upstream: Upstream, priced: PricedRequest, budget: str
+        self,
+        agent: Agent,
+        upstream: Upstream,
+        priced: PricedRequest,
+        budget: str,
+        protocol: WireProtocol,
+        request: HttpRequest,
+        body: dict[str, Any],
     ) -> None:
         self.agent = agent
         self.budget = budget  # the ledger that pays: ProxyCall.Budget
         self.upstream = upstream
         self.priced = priced
+        self.protocol = protocol
+        self.headers = protocol.upstream_headers(upstream, request)
+        self.request_messages = protocol.chat_messages(body)  # for the trajectory
         self.started = time.monotonic()
         self.call: ProxyCall | None = None
+        self.usage: UsageTracker = protocol.tracker()
         self.reply = ReplyCollector()  # for the agent's trajectory
 
-    def _headers(self) -> dict[str, str]:
-        headers = {"Content-Type": "application/json"}
-        if self.upstream.api_key:
-            headers["Authorization"] = f"Bearer {self.upstream.api_key}"
-        return headers
+    def _error(self, status: int, message: str, kind: str, code: str | None = None) -> JsonResponse:
+        return self.protocol.error(status, message, kind, code)
 
     def _url(self) -> str:
-        return self.upstream.base_url.rstrip("/") + "/chat/completions"
+        return self.upstream.base_url.rstrip("/") + self.protocol.path
 
     async def _reserve(self) -> HttpResponse | None:
         """Reserve the call's worst case; the 402 to answer when the credit cannot cover it."""
@@ -166,24 +215,25 @@ class _Exchange:
             self.call = await sync_to_async(_with_fresh_connection)(
                 credit_reserve, agent=self.agent, amount=self.priced.reserved_usd,
                 model=self.upstream.name, stream=self.priced.stream, budget=self.budget,
+                protocol=self.protocol.name,
             )  # fmt: skip
         except CreditExhausted as exhausted:
             scaffold = self.budget == ProxyCall.Budget.SCAFFOLD
             await sync_to_async(_with_fresh_connection)(
                 proxy_call_log, agent=self.agent, model=self.upstream.name,
                 stream=self.priced.stream, status=402, reserved_usd=Decimal(0),
-                budget=self.budget,
+                budget=self.budget, protocol=self.protocol.name,
                 error="scaffold credit exhausted" if scaffold else "credit exhausted",
             )  # fmt: skip
             if scaffold:
-                return _error(
+                return self._error(
                     402,
                     f"the scaffold's budget is spent: {exhausted}. The organizers set it; the"
                     " agent's API credit is never used in its place.",
                     "insufficient_quota",
                     "scaffold_credit_exhausted",
                 )
-            return _error(
+            return self._error(
                 402,
                 f"your API credit is spent: {exhausted}. Ask the organizers or wait for the next"
                 " phase.",
@@ -194,30 +244,39 @@ class _Exchange:
 
     async def _settle(self, outcome: _Outcome) -> None:
         """Charge the usage the upstream reported; with none, the whole reservation (unless
-        the upstream never took the request)."""
+        the upstream never took the request). An answer whose usage says it cost nothing is
+        an answer with no usage: an answered call is never free."""
         assert self.call is not None
-        prompt, completion = _usage_tokens(outcome.usage)
+        usage = self.usage.usage
         error = outcome.error
+        if usage is not None and usage.prompt == 0 and usage.completion == 0:
+            usage = None
         if not outcome.billed:
-            cost = Decimal(0)
-        elif prompt is None or completion is None:
-            cost, prompt, completion = self.call.reserved_usd, 0, 0
+            cost, usage = Decimal(0), None
+        elif usage is None:
+            cost = self.call.reserved_usd
             note = "the upstream reported no usage; charged the reservation"
             error = f"{error}; {note}" if error else note
         else:
-            cost = cost_usd(self.upstream, prompt_tokens=prompt, completion_tokens=completion)
+            cost = usage_cost_usd(self.upstream, usage)
+        prompt = usage.prompt if usage else 0
+        completion = usage.completion if usage else 0
+        latency_ms = round((time.monotonic() - self.started) * 1000)
         settle = sync_to_async(_with_fresh_connection)(
             credit_settle, call=self.call, cost=cost, status=outcome.status,
-            prompt_tokens=prompt or 0, completion_tokens=completion or 0, error=error,
-            latency_ms=round((time.monotonic() - self.started) * 1000),
+            prompt_tokens=prompt, completion_tokens=completion,
+            cached_prompt_tokens=usage.cached_prompt if usage else 0,
+            cache_write_tokens=usage.cache_write if usage else 0,
+            error=error, latency_ms=latency_ms,
         )  # fmt: skip
         await asyncio.shield(settle)
         record = sync_to_async(_with_fresh_connection)(
             model_call_record, agent=self.agent, model=self.upstream.name,
             request_body=self.priced.body, reply=self.reply, status=outcome.status,
-            budget=self.budget,
-            prompt_tokens=prompt or 0, completion_tokens=completion or 0, cost_usd=cost,
-            latency_ms=round((time.monotonic() - self.started) * 1000), error=error,
+            budget=self.budget, protocol=self.protocol.name,
+            request_messages=self.request_messages,
+            prompt_tokens=prompt, completion_tokens=completion, cost_usd=cost,
+            latency_ms=latency_ms, error=error,
         )  # fmt: skip
         await asyncio.shield(record)  # never raises: a failure to record is logged
 
@@ -238,26 +297,27 @@ class _Exchange:
                 httpx2.AsyncClient(timeout=UPSTREAM_TIMEOUT_S) as client,
             ):
                 reply = await client.post(
-                    self._url(), content=self.priced.body, headers=self._headers()
+                    self._url(), content=self.priced.body, headers=self.headers
                 )
         except (httpx2.ConnectError, httpx2.ConnectTimeout) as exc:
             outcome.billed, outcome.error = False, f"upstream unreachable ({type(exc).__name__})"
-            return _error(502, "the upstream model could not be reached", "upstream_error")
+            return self._error(502, "the upstream model could not be reached", "upstream_error")
         except (httpx2.HTTPError, TimeoutError) as exc:
             outcome.error = f"upstream failed mid-answer ({type(exc).__name__})"
-            return _error(502, "the upstream model did not answer in full", "upstream_error")
+            return self._error(502, "the upstream model did not answer in full", "upstream_error")
         if reply.status_code >= 400:
-            return _upstream_refused(outcome, reply.status_code)
+            return self._upstream_refused(outcome, reply.status_code)
         try:
             data = json.loads(reply.content)
         except ValueError:
             data = None
         if not isinstance(data, dict):
             outcome.error = "the upstream's answer is not JSON"
-            return _error(502, "the upstream model's answer was not JSON", "upstream_error")
-        outcome.status, outcome.usage = 200, data.get("usage")
-        self.reply.add_completion(data)
-        data["model"] = self.upstream.name
+            return self._error(502, "the upstream model's answer was not JSON", "upstream_error")
+        outcome.status = 200
+        self.usage.see_reply(data)
+        self.protocol.collect(self.reply, data)
+        self.protocol.rename(data, self.upstream.name)
         return JsonResponse(data)
 
     async def streamed(self) -> HttpResponse:
@@ -296,15 +356,15 @@ class _Exchange:
                 asyncio.timeout(CALL_TIMEOUT_S),
                 httpx2.AsyncClient(timeout=UPSTREAM_TIMEOUT_S) as client,
                 client.stream(
-                    "POST", self._url(), content=self.priced.body, headers=self._headers()
+                    "POST", self._url(), content=self.priced.body, headers=self.headers
                 ) as reply,
             ):
                 if reply.status_code >= 400:
-                    opened.set_result(_upstream_refused(outcome, reply.status_code))
+                    opened.set_result(self._upstream_refused(outcome, reply.status_code))
                     return
                 opened.set_result(None)
                 async for line in reply.aiter_lines():
-                    line, outcome.usage = self._relayed_line(line, outcome.usage)
+                    line = self._relayed_line(line)
                     if listening[0]:
                         lines.put_nowait(line)
                 outcome.status = 200
@@ -315,37 +375,39 @@ class _Exchange:
         finally:
             if not opened.done():
                 opened.set_result(
-                    _error(502, "the upstream model could not be reached", "upstream_error")
+                    self._error(502, "the upstream model could not be reached", "upstream_error")
                 )
             try:  # settled before the agent sees the end: its next call sees the ledger right
                 await self._settle(outcome)
             finally:
                 lines.put_nowait(None)
 
-    def _relayed_line(self, line: str, usage: Any) -> tuple[str, Any]:
+    def _relayed_line(self, line: str) -> str:
+        """One line of the upstream's event stream, as the agent gets it: its data read for
+        the usage and the trajectory, and the model renamed. `event:` lines and the rest pass
+        as they are."""
         if not line.startswith("data: ") or line == "data: [DONE]":
-            return line, usage
+            return line
         try:
             chunk = json.loads(line.removeprefix("data: "))
         except ValueError:
-            return line, usage
+            return line
         if not isinstance(chunk, dict):
-            return line, usage
-        usage = chunk.get("usage") or usage
-        self.reply.add_chunk(chunk)
-        chunk["model"] = self.upstream.name
-        return "data: " + json.dumps(chunk), usage
+            return line
+        self.usage.see_event(chunk)
+        self.protocol.collect_event(self.reply, chunk)
+        self.protocol.rename_event(chunk, self.upstream.name)
+        return "data: " + json.dumps(chunk)
 
-
-def _upstream_refused(outcome: _Outcome, status: int) -> JsonResponse:
-    """An upstream that answers an HTTP error bills nothing; the agent sees the status (a
-    server error as 502)."""
-    outcome.status, outcome.billed, outcome.error = status, False, f"upstream HTTP {status}"
-    return _error(
-        502 if status >= 500 else status,
-        f"the upstream model answered HTTP {status}",
-        "upstream_error",
-    )
+    def _upstream_refused(self, outcome: _Outcome, status: int) -> JsonResponse:
+        """An upstream that answers an HTTP error bills nothing; the agent sees the status (a
+        server error as 502)."""
+        outcome.status, outcome.billed, outcome.error = status, False, f"upstream HTTP {status}"
+        return self._error(
+            502 if status >= 500 else status,
+            f"the upstream model answered HTTP {status}",
+            "upstream_error",
+        )
 
 
 def _with_fresh_connection(work: Callable[..., T], **arguments: Any) -> T:
@@ -356,16 +418,3 @@ def _with_fresh_connection(work: Callable[..., T], **arguments: Any) -> T:
         return work(**arguments)
     finally:
         close_old_connections()
-
-
-def _usage_tokens(usage: Any) -> tuple[int | None, int | None]:
-    """The prompt and completion tokens of an OpenAI usage object; None for what is missing
-    or malformed."""
-    if not isinstance(usage, dict):
-        return None, None
-    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
-    valid = [
-        value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
-        for value in (prompt, completion)
-    ]
-    return valid[0], valid[1]

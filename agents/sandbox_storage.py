@@ -15,7 +15,7 @@ writes, `remove` gives it back. Chosen by `settings.AGENTS_SANDBOX_STORAGE`:
   (`cluster.services.storage_measure`) holds the quota: it blocks new jobs, never a write.
 
 Everything here runs as root on paths root owns (the images folder, the sandboxes' root): the
-agent's own files are touched only by the agent's user (`runuser`), never by root.
+agent's own files are touched only by the agent's user (`cluster.as_user`), never by root.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Protocol
 
+from cluster.as_user import as_user
 from cluster.private_tmp import VOLUMES
 
 GIB = 1024**3
@@ -173,14 +174,17 @@ class LoopImageStorage:
         # The agent cannot pass through the images folder: it is handed the image's home as
         # an open folder, which /proc/self/fd/N reaches without the path.
         # setpriv (no PAM session, unlike runuser) keeps that descriptor open.
-        uid, gid = _ids(user)
         target = os.open(inner_home, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
         try:
-            moved = subprocess.run(
-                ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--init-groups", "--",
-                 "sh", "-c", 'cp -a -- "$1"/. "/proc/self/fd/$2/" && find "$1" -mindepth 1 -delete',
+            mover = as_user(
+                user,
+                ["sh", "-c", 'cp -a -- "$1"/. "/proc/self/fd/$2/" && find "$1" -mindepth 1 -delete',
                  "adopt", str(home), str(target)],
-                capture_output=True, text=True, check=False, cwd="/", pass_fds=(target,),
+                keep_descriptors=True,
+            )  # fmt: skip
+            moved = subprocess.run(
+                mover.argv, env=mover.env, capture_output=True, text=True, check=False, cwd="/",
+                pass_fds=(target,),
             )  # fmt: skip
         finally:
             os.close(target)

@@ -36,8 +36,11 @@ class UnixSandboxes:
         self.root.mkdir(parents=True, exist_ok=True)
         self.root.chmod(0o755)  # others may pass through to their own home, not list it
         try:
-            pwd.getpwnam(user)
-            _run(["usermod", "--unlock", "--expiredate", "", user])
+            entry = pwd.getpwnam(user)
+            # A user made under another sandbox root keeps its name; its home (HOME in every
+            # process started as it) becomes this sandbox. The folder is not moved.
+            moved = ["--home", str(home)] if entry.pw_dir != str(home) else []
+            _run(["usermod", "--unlock", "--expiredate", "", *moved, user])
         except KeyError:
             _run(
                 [

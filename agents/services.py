@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
-import yaml
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -22,6 +21,7 @@ from django.utils import timezone
 from agents.checkpoints import CheckpointInvalid, inspect_checkpoint
 from agents.credit import CreditExhausted, cost_usd  # noqa: F401  (the ledger's home is credit)
 from agents.firewall import agent_firewall_block, agent_firewall_unblock
+from agents.model_cards import CardRefused, front_matter_fields
 from agents.models import Agent, AgentToken, Checkpoint, DataRecord, Nomination
 from agents.sandboxes import UnixSandboxes
 from arena.competition.models import Phase
@@ -101,6 +101,11 @@ AGENT_CLI = Path(__file__).with_name("agent_cli.py")
 _AGENT_NAME = re.compile(r"^[a-z][a-z0-9_]{1,30}$")
 
 
+def agent_unix_user(name: str) -> str:
+    """The Unix user, and Slurm account, that agent `name` is provisioned as."""
+    return settings.AGENTS_UNIX_USER_PREFIX + name
+
+
 def agent_provision(
     *, name: str, sandboxes: UnixSandboxes | None = None, backend: ClusterBackend | None = None
 ) -> Provisioned:
@@ -114,7 +119,7 @@ def agent_provision(
     if Agent.objects.filter(name=name, active=True).exists():
         raise ValueError(f"agent {name} is already provisioned")
     sandboxes = sandboxes or UnixSandboxes(settings.AGENTS_SANDBOX_ROOT)
-    user = f"agent_{name}"
+    user = agent_unix_user(name)
     # An agent joining while a phase runs gets that phase's budgets, as the phase's start gave
     # the others (the agents' QOS limits are shared: the defaults would overwrite the phase's).
     phase = phase_running()
@@ -162,7 +167,8 @@ def agent_provision(
         config,
         "# RSI Arena: your credentials. Keep them here; they are shown nowhere else.\n"
         f"ARENA_URL={url}\nARENA_TOKEN={api_token}\n"
-        f"OPENAI_BASE_URL={url}/proxy/v1\nOPENAI_API_KEY={proxy_token}\n",
+        f"OPENAI_BASE_URL={url}/proxy/v1\nOPENAI_API_KEY={proxy_token}\n"
+        f"ANTHROPIC_BASE_URL={url}/proxy\nANTHROPIC_API_KEY={proxy_token}\n",
     )
     # The CLI, standard library only, so the sandbox's own python3 runs it.
     sandboxes.write_private(
@@ -317,37 +323,15 @@ def checkpoint_register(
     return checkpoint
 
 
-MODEL_CARD_FIELDS: dict[str, type | tuple[type, ...]] = {
-    "training_method": str,
-    "steps": int,
-    "gpu_hours": (int, float),
-    "hardware": str,
-    "datasets": list,
-}
-
-
 def parse_model_card(card: str) -> dict[str, object]:
-    """The YAML front matter of a model card, checked for the fields the audit compares with
-    the run logs: training_method, steps, gpu_hours, hardware, datasets."""
-    if not card.startswith("---\n") or "\n---" not in card[4:]:
-        raise RegistrationRefused(
-            "the model card must start with YAML front matter between '---' lines"
-        )
-    front = card[4:].split("\n---", 1)[0]
+    """The known fields of a model card's YAML front matter, read with bounds (no anchors or
+    aliases, size, depth and values bounded; `agents.model_cards`): training_method, steps,
+    gpu_hours, hardware and datasets, which the audit compares with the run logs, and the
+    optional ones organizers are shown."""
     try:
-        fields = yaml.safe_load(front)
-    except yaml.YAMLError as exc:
-        raise RegistrationRefused(
-            f"the model card's front matter is not valid YAML: {exc}"
-        ) from None
-    if not isinstance(fields, dict):
-        raise RegistrationRefused("the model card's front matter must be a mapping of fields")
-    for name, kind in MODEL_CARD_FIELDS.items():
-        if name not in fields:
-            raise RegistrationRefused(f"the model card lacks '{name}'")
-        if not isinstance(fields[name], kind) or isinstance(fields[name], bool):
-            raise RegistrationRefused(f"the model card's '{name}' has the wrong type")
-    return {k: v for k, v in fields.items() if isinstance(k, str)}
+        return front_matter_fields(card)
+    except CardRefused as refused:
+        raise RegistrationRefused(str(refused)) from None
 
 
 def nomination_set(*, agent: Agent, checkpoint_id: int, model_card: str) -> Nomination:

@@ -11,9 +11,13 @@ Three kinds of event go to `TrajectoryEvent` (append-only in PostgreSQL):
   command run, so the event is marked `reported`.
 
 Every event is bounded (`MAX_EVENT_BYTES`: long strings are cut, head and tail kept, and the
-cut is said in the text), and so is each agent's day (`day_bounds`): past them events are
-dropped and counted on `TrajectoryDay.dropped`. Recording never breaks the call it records:
-the `*_record` functions the proxy and the API call log a failure and return None.
+cut is said in the text), and so is each agent's day, in budgets of their own (`BUDGETS`,
+`day_bounds`): the proxy's model calls, the platform harness's tool calls, the API's records of
+calls (their size is the agent's to choose), and what the agent reports (its tool calls, and the
+API's records of the calls that carried them). A flood of one never crowds out another. Past a
+budget's bounds events are dropped and counted on `TrajectoryDay` (`dropped`, and by budget).
+Recording never breaks the call it records: the `*_record` functions the proxy and the API
+call log a failure and return None.
 """
 
 from __future__ import annotations
@@ -32,7 +36,9 @@ from django.db.models import F
 from django.http import HttpRequest
 from django.utils import timezone
 
+from agents import trajectory_live
 from agents.models import Agent, TrajectoryDay, TrajectoryEvent
+from agents.text_cut import cut
 from arena.json_api import strict_json_loads
 
 logger = logging.getLogger(__name__)
@@ -43,7 +49,15 @@ KEPT_MESSAGES = 8  # a model call's last messages (each call resends the whole c
 REPLY_CHARS = 16_000  # what is collected of a reply, streamed or whole
 MAX_BODY_BYTES = 1024 * 1024  # an API body larger than this is recorded by its size only
 SUMMARY_KEYS, SUMMARY_ITEMS, SUMMARY_DEPTH = 40, 20, 4
-DAY_EVENTS, DAY_BYTES = 20_000, 64 * 1024 * 1024
+MIB = 1024 * 1024
+# Each budget: its settings' prefix (`<prefix>_EVENTS`, `<prefix>_BYTES`) and default bounds of a
+# UTC day; its counters are `TrajectoryDay.<budget>_events`, `_bytes` and `_dropped`.
+BUDGETS = {
+    "model": ("AGENTS_TRAJECTORY_MODEL_DAY", 20_000, 64 * MIB),  # the proxy's model calls
+    "tool": ("AGENTS_TRAJECTORY_TOOL_DAY", 20_000, 32 * MIB),  # the platform harness's
+    "api": ("AGENTS_TRAJECTORY_API_DAY", 20_000, 32 * MIB),  # the agent API's records
+    "reported": ("AGENTS_TRAJECTORY_REPORTED_DAY", 10_000, 32 * MIB),  # the agent's reports
+}
 
 # Key names whose values never enter the record, and the platform's own token format
 # (`arena_<kind>_<secret>`, agents.services.token_issue) wherever it appears in a value.
@@ -58,23 +72,17 @@ class TrajectoryDayFull(Exception):
     code = "trajectory_full"
 
 
-def day_bounds() -> tuple[int, int]:
-    """(events, bytes) an agent may record in one UTC day; settings may lower or raise them."""
+def day_bounds(budget: str) -> tuple[int, int]:
+    """(events, bytes) the platform keeps of one budget (`BUDGETS`) of an agent in one UTC day;
+    settings may lower or raise them."""
+    prefix, events, volume = BUDGETS[budget]
     return (
-        getattr(settings, "AGENTS_TRAJECTORY_DAY_EVENTS", DAY_EVENTS),
-        getattr(settings, "AGENTS_TRAJECTORY_DAY_BYTES", DAY_BYTES),
+        getattr(settings, f"{prefix}_EVENTS", events),
+        getattr(settings, f"{prefix}_BYTES", volume),
     )
 
 
 # --- bounding ---------------------------------------------------------------------------------
-
-
-def cut(text: str, limit: int) -> str:
-    """`text` in at most about `limit` characters: its head and tail, with the cut said."""
-    if len(text) <= limit:
-        return text
-    head, tail = limit * 3 // 4, limit // 4
-    return f"{text[:head]}…[{len(text) - head - tail} chars cut]…{text[len(text) - tail :]}"
 
 
 def _storable(text: str) -> str:
@@ -140,18 +148,27 @@ def redacted_summary(value: Any, depth: int = 0) -> Any:
 # --- appending --------------------------------------------------------------------------------
 
 
-def _append(*, agent: Agent, kind: str, reported: bool, payload: dict[str, Any]) -> TrajectoryEvent:
-    """Append one event, counted against the agent's day. Raises TrajectoryDayFull past the
-    day's bounds (and counts the drop)."""
+def _append(
+    *, agent: Agent, kind: str, reported: bool, payload: dict[str, Any], budget: str
+) -> TrajectoryEvent:
+    """Append one event, counted against the agent's day in `budget` (`BUDGETS`); events the
+    platform observes are also counted together (`events`, `bytes`). Raises TrajectoryDayFull
+    past the budget's bounds (and counts the drop, in the budget and in all)."""
     payload, size = _fitted(payload)
     now = timezone.now()
     day = now.astimezone(UTC).date()
-    max_events, max_bytes = day_bounds()
+    max_events, max_bytes = day_bounds(budget)
+    events, volume = f"{budget}_events", f"{budget}_bytes"
+    counts = {events: F(events) + 1, volume: F(volume) + size}
+    if budget != "reported":
+        counts |= {"events": F("events") + 1, "bytes": F("bytes") + size}
     with transaction.atomic():  # a savepoint inside a request's own transaction
         TrajectoryDay.objects.get_or_create(agent=agent, day=day)
         counted = TrajectoryDay.objects.filter(
-            agent=agent, day=day, events__lt=max_events, bytes__lte=max_bytes - size
-        ).update(events=F("events") + 1, bytes=F("bytes") + size)
+            agent=agent,
+            day=day,
+            **{f"{events}__lt": max_events, f"{volume}__lte": max_bytes - size},
+        ).update(**counts)
         if counted:
             event = TrajectoryEvent.objects.create(
                 agent=agent, kind=kind, reported=reported, payload=payload, size=size,
@@ -160,24 +177,26 @@ def _append(*, agent: Agent, kind: str, reported: bool, payload: dict[str, Any])
             # Watchers hear of it only once it is committed; a rolled-back event never shows.
             transaction.on_commit(lambda: _publish(event), robust=True)
             return event
-        TrajectoryDay.objects.filter(agent=agent, day=day).update(dropped=F("dropped") + 1)
+        dropped = f"{budget}_dropped"
+        TrajectoryDay.objects.filter(agent=agent, day=day).update(
+            dropped=F("dropped") + 1, **{dropped: F(dropped) + 1}
+        )
     raise TrajectoryDayFull(  # after the savepoint: the dropped count stays
-        f"{agent.name}'s trajectory holds its {max_events} events or {max_bytes} bytes for"
-        f" {day}; the event was dropped"
+        f"{agent.name}'s trajectory holds its {max_events} events or {max_bytes} bytes of"
+        f" {budget} for {day}; the event was dropped"
     )
 
 
 def _publish(event: TrajectoryEvent) -> None:
-    # Imported here: trajectory_live builds on this module (its `cut`). It never raises.
-    from agents.trajectory_live import event_publish
-
-    event_publish(event)
+    trajectory_live.event_publish(event)  # it never raises
 
 
-def _observed(*, agent: Agent, kind: str, payload: dict[str, Any]) -> TrajectoryEvent | None:
+def _observed(
+    *, agent: Agent, kind: str, payload: dict[str, Any], budget: str
+) -> TrajectoryEvent | None:
     """Append what the platform saw; a failure is logged, never raised into the call."""
     try:
-        return _append(agent=agent, kind=kind, reported=False, payload=payload)
+        return _append(agent=agent, kind=kind, reported=False, payload=payload, budget=budget)
     except TrajectoryDayFull as full:
         logger.warning("trajectory: %s", full)
     except Exception:  # recording must never break the call it records
@@ -197,7 +216,7 @@ class ReplyCollector:
         self.cut = False
         self.tool_calls: dict[int, dict[str, str]] = {}  # by index: streams send them in pieces
 
-    def _add_text(self, text: Any) -> None:
+    def add_text(self, text: Any) -> None:
         if not isinstance(text, str) or not text:
             return
         room = REPLY_CHARS - self.size
@@ -213,16 +232,27 @@ class ReplyCollector:
         for call in calls[:SUMMARY_ITEMS]:
             if not isinstance(call, dict):
                 continue
-            index = call.get("index", len(self.tool_calls))
-            if not isinstance(index, int) or not 0 <= index < SUMMARY_ITEMS:
-                continue
-            merged = self.tool_calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
             function = call.get("function")
             function = function if isinstance(function, dict) else {}
-            pieces = {"id": call.get("id"), **{k: function.get(k) for k in ("name", "arguments")}}
-            for key, piece in pieces.items():
-                if isinstance(piece, str) and len(merged[key]) < REPLY_CHARS:
-                    merged[key] += piece
+            self.add_tool_piece(
+                call.get("index", len(self.tool_calls)),
+                id=call.get("id"),
+                name=function.get("name"),
+                arguments=function.get("arguments"),
+            )
+
+    def add_tool_piece(
+        self, index: Any, *, id: Any = None, name: Any = None, arguments: Any = None
+    ) -> None:
+        """A tool call, or a piece of one: the strings given extend the call at `index`."""
+        if not isinstance(index, int) or isinstance(index, bool):
+            return
+        if not 0 <= index < SUMMARY_ITEMS:
+            return
+        merged = self.tool_calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
+        for key, piece in {"id": id, "name": name, "arguments": arguments}.items():
+            if isinstance(piece, str) and len(merged[key]) < REPLY_CHARS:
+                merged[key] += piece
 
     def calls(self) -> list[dict[str, str]]:
         return [self.tool_calls[index] for index in sorted(self.tool_calls)]
@@ -232,7 +262,7 @@ class ReplyCollector:
         if isinstance(choices, list) and choices and isinstance(choices[0], dict):
             said = choices[0].get(part)
             if isinstance(said, dict):
-                self._add_text(said.get("content"))
+                self.add_text(said.get("content"))
                 self._add_tool_calls(said.get("tool_calls"))
 
     def add_completion(self, data: dict[str, Any]) -> None:
@@ -258,12 +288,46 @@ def _message_text(content: Any) -> Any:
     return content
 
 
+# A fenced block of shell in a reply: what a scaffold that parses commands out of the model's
+# text (mini-swe-agent's ```bash blocks) runs next, though the platform does not see it run.
+SHELL_FENCES = frozenset({"", "bash", "sh", "shell", "console", "zsh"})
+PROPOSED_COMMANDS = 8
+
+
+def proposed_commands(reply: str) -> list[str]:
+    """The shell commands a model's reply proposes in fenced blocks (```bash, or unlabelled),
+    the first few, each bounded. Fences are read line by line, as Markdown reads them."""
+    found: list[str] = []
+    fence: str | None = None  # the open block's info string
+    lines: list[str] = []
+    for line in reply[:REPLY_CHARS].splitlines():
+        stripped = line.strip()
+        if fence is None:
+            if stripped.startswith("```"):
+                fence, lines = stripped[3:].strip().lower(), []
+            continue
+        if stripped.startswith("```"):
+            command = "\n".join(lines).strip()
+            if fence in SHELL_FENCES and command:
+                found.append(command[:2000])
+                if len(found) == PROPOSED_COMMANDS:
+                    break
+            fence = None
+        else:
+            lines.append(line)
+    return found
+
+
 def _kept_messages(body: bytes) -> tuple[int, list[dict[str, Any]]]:
     """How many messages the request held, and the system prompt plus the last KEPT_MESSAGES."""
     try:
         messages = strict_json_loads(body).get("messages")
     except (ValueError, UnicodeDecodeError, AttributeError):
         return 0, []
+    return _kept(messages)
+
+
+def _kept(messages: Any) -> tuple[int, list[dict[str, Any]]]:
     if not isinstance(messages, list):
         return 0, []
     chosen = messages[-KEPT_MESSAGES:]
@@ -296,16 +360,25 @@ def model_call_record(
     latency_ms: int,
     error: str = "",
     budget: str = "api",
+    protocol: str = "chat",
+    request_messages: list[Any] | None = None,
 ) -> TrajectoryEvent | None:
     """Record a model call the proxy settled, with the ledger that paid for it (`api`: the
-    agent's API credit; `scaffold`: its harness's own budget). Never raises."""
+    agent's API credit; `scaffold`: its harness's own budget). `request_messages`: the
+    request as chat messages, for a protocol whose body holds none (else read from the body's
+    `messages`). Never raises."""
     try:
-        count, kept = _kept_messages(request_body)
+        if request_messages is None:
+            count, kept = _kept_messages(request_body)
+        else:
+            count, kept = _kept(request_messages)
         payload = {
             "model": model,
+            "protocol": protocol,
             "messages_in_request": count,
             "messages": kept,
             "reply": reply.text(),
+            "proposed_commands": redacted_summary(proposed_commands(reply.text())),
             "tool_calls": redacted_summary(reply.calls()),
             "status": status,
             "prompt_tokens": prompt_tokens,
@@ -318,7 +391,9 @@ def model_call_record(
     except Exception:
         logger.exception("trajectory: could not read the model call of %s", agent.name)
         return None
-    return _observed(agent=agent, kind=TrajectoryEvent.Kind.MODEL_CALL, payload=payload)  # type: ignore[arg-type]  # TextChoices member: a str at run time
+    return _observed(
+        agent=agent, kind=str(TrajectoryEvent.Kind.MODEL_CALL), payload=payload, budget="model"
+    )
 
 
 # --- platform API calls (the agent API) ---------------------------------------------------------
@@ -343,7 +418,10 @@ def api_call_record(
     *, agent: Agent, request: HttpRequest, status: int, duration_ms: int, with_body: bool = True
 ) -> TrajectoryEvent | None:
     """Record a call of the agent API: never its headers (the token), the body only as a
-    redacted summary. Never raises."""
+    redacted summary. The records have a budget of their own (`api`): the agent chooses their
+    number and size, so a flood of calls never crowds out the model and tool calls the platform
+    observes. `with_body=False` is a call whose body is an agent's report, recorded as an event
+    of its own: the call's record is counted with the reports. Never raises."""
     try:
         payload = {
             "method": request.method,
@@ -356,7 +434,12 @@ def api_call_record(
     except Exception:
         logger.exception("trajectory: could not read the API call of %s", agent.name)
         return None
-    return _observed(agent=agent, kind=TrajectoryEvent.Kind.API_CALL, payload=payload)  # type: ignore[arg-type]  # TextChoices member: a str at run time
+    return _observed(
+        agent=agent,
+        kind=TrajectoryEvent.Kind.API_CALL,  # type: ignore[arg-type]  # TextChoices member: a str at run time
+        payload=payload,
+        budget="api" if with_body else "reported",
+    )
 
 
 # --- tool calls (reported by the agent's harness) -----------------------------------------------
@@ -394,7 +477,13 @@ def tool_call_record(*, agent: Agent, report: Any) -> TrajectoryEvent:
         "exit_code": exit_code,
         "duration_s": duration,
     }
-    return _append(agent=agent, kind=TrajectoryEvent.Kind.TOOL_CALL, reported=True, payload=payload)  # type: ignore[arg-type]  # TextChoices member: a str at run time
+    return _append(
+        agent=agent,
+        kind=TrajectoryEvent.Kind.TOOL_CALL,  # type: ignore[arg-type]  # TextChoices member: a str at run time
+        reported=True,
+        payload=payload,
+        budget="reported",
+    )
 
 
 def tool_call_observed(
@@ -415,7 +504,9 @@ def tool_call_observed(
         "exit_code": exit_code,
         "duration_s": duration_s,
     }
-    return _observed(agent=agent, kind=TrajectoryEvent.Kind.TOOL_CALL, payload=payload)  # type: ignore[arg-type]  # TextChoices member: a str at run time
+    return _observed(
+        agent=agent, kind=str(TrajectoryEvent.Kind.TOOL_CALL), payload=payload, budget="tool"
+    )
 
 
 # --- reading (organizers and the audit only; no agent route reads it) ---------------------------

@@ -29,7 +29,7 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
 from agents.models import Agent, TrajectoryEvent
-from agents.trajectory import cut
+from agents.text_cut import cut
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +53,13 @@ def _text(value: Any) -> str:
     if isinstance(value, str):
         return cut(value, FRAME_TEXT_CHARS)
     return cut(json.dumps(value, ensure_ascii=False, default=str), FRAME_TEXT_CHARS)
+
+
+def _commands(value: Any) -> str:
+    """Proposed commands, one block after another ("" for none)."""
+    if not isinstance(value, list):
+        return ""
+    return _text("\n\n".join(c for c in value if isinstance(c, str)) or None)
 
 
 def _number(value: Any) -> int | float | None:
@@ -90,6 +97,7 @@ def event_frame(event: TrajectoryEvent, *, public: bool = False) -> dict[str, An
             model=_text(payload.get("model"))[:200],
             last_message=_last_message(payload.get("messages")),
             reply=_text(payload.get("reply")),
+            proposed_commands=_commands(payload.get("proposed_commands")),
             tool_calls=_text(payload.get("tool_calls") or None),
             status=_number(payload.get("status")),
             prompt_tokens=_number(payload.get("prompt_tokens")),

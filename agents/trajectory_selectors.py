@@ -12,6 +12,7 @@ from decimal import Decimal
 from django.db.models import Count, Sum
 
 from agents.models import Agent, ProxyCall, TrajectoryDay, TrajectoryEvent
+from agents.trajectory import BUDGETS
 
 DAY_COMMANDS = 5  # the day's first and last tool commands a report shows
 COMMAND_CHARS = 300  # of each: the trajectory keeps up to 4,000, a report line needs less
@@ -50,6 +51,7 @@ class TrajectoryOfDay:
     tool_calls: int
     api_calls: int
     dropped: int  # events not kept past the day's bounds (TrajectoryDay, by UTC day)
+    dropped_by_budget: dict[str, int]  # the same by budget (agents.trajectory.BUDGETS)
     scaffold_calls: int
     scaffold_spend: Decimal  # the scaffold ledger's settled cost of the day's calls
     first_commands: list[ToolCommand]
@@ -78,7 +80,7 @@ def trajectory_of_day(
     )
     dropped = TrajectoryDay.objects.filter(
         agent=agent, day__gte=utc_days[0], day__lte=utc_days[1]
-    ).aggregate(n=Sum("dropped"))["n"]
+    ).aggregate(n=Sum("dropped"), **{b: Sum(f"{b}_dropped") for b in BUDGETS})
     scaffold = ProxyCall.objects.filter(
         agent=agent, budget=ProxyCall.Budget.SCAFFOLD, created_at__gte=start, created_at__lt=end
     ).aggregate(n=Count("id"), cost=Sum("cost_usd"))
@@ -90,7 +92,8 @@ def trajectory_of_day(
         model_calls=by_kind.get(TrajectoryEvent.Kind.MODEL_CALL, 0),
         tool_calls=by_kind.get(TrajectoryEvent.Kind.TOOL_CALL, 0),
         api_calls=by_kind.get(TrajectoryEvent.Kind.API_CALL, 0),
-        dropped=dropped or 0,
+        dropped=dropped["n"] or 0,
+        dropped_by_budget={budget: dropped[budget] or 0 for budget in BUDGETS},
         scaffold_calls=scaffold["n"] or 0,
         scaffold_spend=scaffold["cost"] or Decimal(0),
         first_commands=[_command(event) for event in first],

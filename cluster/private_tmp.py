@@ -2,9 +2,10 @@
 
 On Slurm, the SPANK plugin `arena_jobtmp` (infra/slurm/arena_jobtmp.c) gives each task of an
 agent's job a mount namespace of its own. This module does the same for what the platform
-starts as an agent on this host itself: local-backend jobs and the agent's own runs. When the
-agent has a quota volume (`agents/sandbox_storage.py`, `loop_image`, mounted at
-`VOLUMES/<user>`), the command runs in a mount namespace of its own in which
+starts as an agent on this host itself: local-backend jobs, the agent's own runs and each tool
+call of its arena harness. When the agent has a quota volume (`agents/sandbox_storage.py`,
+`loop_image`, mounted at `VOLUMES/<user>`), the command runs in a mount namespace of its own
+in which
 
 - `/tmp` and `/var/tmp` are `<volume>/jobs/<key>/tmp` and `…/var-tmp`: counted against the
   agent's quota, `No space left on device` past it, and hidden from everyone else;

@@ -6,7 +6,10 @@ It reads the already-open descriptor FD (the parent opened it without following 
 its own memory, CPU and file-size limits, gives up root for `nobody` once pyarrow is loaded,
 and writes one frame per row with text in it: `<QI` (row number, byte length) and the row's
 strings, UTF-8, joined by newlines. Only columns that hold text are read (token ids and other
-numbers hold no sentences). Any failure is one line on stderr and exit status 2; a crash is the
+numbers hold no sentences); binary columns count as text, since benchmark text is as easily
+kept as UTF-8 bytes: each binary value is cut to `MAX_BINARY_TEXT_BYTES` in Arrow, before
+Python sees it (an image column costs its first bytes, not its pixels), and read when those
+bytes are UTF-8 text (`safety.files.utf8_text`). Any failure is one line on stderr and exit status 2; a crash is the
 parent's "unreadable", never the audit's end. No Django here.
 """
 
@@ -16,10 +19,10 @@ import os
 import pwd
 import resource
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
-from safety.files import MAX_RECORD_CHARS, strings
+from safety.files import MAX_BINARY_TEXT_BYTES, MAX_RECORD_CHARS, strings
 from safety.formats import write_frame
 
 MAX_ROW_GROUP_BYTES = 2 * 1024**3
@@ -30,6 +33,7 @@ def main(argv: list[str]) -> int:
     kind, fd = argv[1], int(argv[2])
     try:
         import pyarrow as pa
+        import pyarrow.compute  # noqa: F401 - loaded while its files can still be read
         import pyarrow.ipc  # noqa: F401
         import pyarrow.parquet  # noqa: F401
 
@@ -42,7 +46,7 @@ def main(argv: list[str]) -> int:
         with os.fdopen(fd, "rb") as source:
             for batch in _text_batches(source, kind):
                 batch.validate(full=True)  # offsets and UTF-8 checked before a value is read
-                for row in batch.to_pylist():
+                for row in _binary_cut(batch).to_pylist():
                     number += 1
                     text = "\n".join(strings(row))[:MAX_RECORD_CHARS]
                     if text.strip():
@@ -73,22 +77,82 @@ def _give_up_root() -> None:
     os.setresuid(nobody.pw_uid, nobody.pw_uid, nobody.pw_uid)
 
 
-def _has_text(kind: Any) -> bool:
+def _is_binary(kind: Any) -> bool:
     import pyarrow as pa
 
-    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
-        return True
-    if pa.types.is_string_view(kind):
+    return (
+        pa.types.is_binary(kind)
+        or pa.types.is_large_binary(kind)
+        or pa.types.is_binary_view(kind)
+        or pa.types.is_fixed_size_binary(kind)
+    )
+
+
+def _is_string(kind: Any) -> bool:
+    import pyarrow as pa
+
+    return (
+        pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind)
+    )
+
+
+def _holds(kind: Any, leaf: Callable[[Any], bool]) -> bool:
+    """Whether a value of type `kind` holds, at any depth, a value whose type passes `leaf`."""
+    import pyarrow as pa
+
+    if leaf(kind):
         return True
     if pa.types.is_dictionary(kind):
-        return _has_text(kind.value_type)
+        return _holds(kind.value_type, leaf)
     if pa.types.is_struct(kind):
-        return any(_has_text(kind.field(i).type) for i in range(kind.num_fields))
+        return any(_holds(kind.field(i).type, leaf) for i in range(kind.num_fields))
     if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
-        return _has_text(kind.value_type)
+        return _holds(kind.value_type, leaf)
+    if pa.types.is_list_view(kind) or pa.types.is_large_list_view(kind):
+        return _holds(kind.value_type, leaf)
     if pa.types.is_map(kind):
-        return _has_text(kind.key_type) or _has_text(kind.item_type)
+        return _holds(kind.key_type, leaf) or _holds(kind.item_type, leaf)
     return False
+
+
+def _has_text(kind: Any) -> bool:
+    return _holds(kind, lambda leaf: _is_string(leaf) or _is_binary(leaf))
+
+
+def _binary_cut(batch: Any) -> Any:
+    """`batch` with each binary value cut to MAX_BINARY_TEXT_BYTES, in top-level columns and
+    inside structs, lists and dictionaries (other nestings are cut in Python, once read)."""
+    import pyarrow as pa
+
+    if not any(_holds(f.type, _is_binary) for f in batch.schema):
+        return batch
+    return pa.RecordBatch.from_arrays([_cut(c) for c in batch.columns], names=batch.schema.names)
+
+
+def _cut(array: Any) -> Any:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    kind = array.type
+    if not _holds(kind, _is_binary):
+        return array
+    if _is_binary(kind):
+        if not (pa.types.is_binary(kind) or pa.types.is_large_binary(kind)):
+            array = pc.cast(array, pa.large_binary())  # binary_slice has no other kernels
+        return pc.binary_slice(array, 0, MAX_BINARY_TEXT_BYTES)
+    if pa.types.is_struct(kind):
+        children = [_cut(child) for child in array.flatten()]
+        fields = [kind.field(i).with_type(c.type) for i, c in enumerate(children)]
+        return pa.StructArray.from_arrays(children, fields=fields, mask=array.is_null())
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        lists = pa.ListArray if pa.types.is_list(kind) else pa.LargeListArray
+        offsets = array.offsets  # of this slice, into the values of the whole array
+        first, last = offsets[0].as_py(), offsets[-1].as_py()
+        values = _cut(array.values.slice(first, last - first))
+        return lists.from_arrays(pc.subtract(offsets, first), values, mask=array.is_null())
+    if pa.types.is_dictionary(kind):
+        return pa.DictionaryArray.from_arrays(array.indices, _cut(array.dictionary))
+    return array
 
 
 def _text_batches(source: BinaryIO, kind: str) -> Iterator[Any]:

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from safety.budget import Budget, BudgetSpent
 from safety.files import MAX_DATA_FILE_BYTES, records
 from safety.formats import DecompressionBomb, Unreadable
 from safety.ngrams import ANSWER, PROMPT, ItemIndex, span_text
@@ -64,22 +65,29 @@ class FileScan:
     records: int
     matches: list[Match]
     skipped: str = ""  # why the file was not read, if it was not
+    budget_spent: bool = False  # stopped by the agent's audit budget: nothing more to read
 
 
 def contamination_index(items: Iterable[object]) -> ItemIndex:
     return ItemIndex(items, n=N, min_tokens=MIN_TOKENS)  # type: ignore[arg-type]
 
 
-def scan_file(index: ItemIndex, path: Path) -> FileScan:
+def scan_file(index: ItemIndex, path: Path, budget: Budget | None = None) -> FileScan:
+    """The file's matches. What it reads is charged to `budget`: once that is spent the scan
+    stops (`budget_spent`), keeping the matches found so far."""
     try:
+        if budget is not None:
+            budget.check()
         size = path.stat().st_size
     except OSError as exc:
         return FileScan(str(path), 0, [], skipped=f"unreadable ({exc.strerror})")
+    except BudgetSpent as exc:
+        return FileScan(str(path), 0, [], skipped=f"left unread: {exc}", budget_spent=True)
     if size > MAX_DATA_FILE_BYTES:
         return FileScan(str(path), 0, [], skipped=f"larger than {MAX_DATA_FILE_BYTES} bytes")
     scan = FileScan(str(path), 0, [])
     try:
-        for batch in _batches(records(path)):
+        for batch in _batches(records(path, budget)):
             scan.records += len(batch)
             texts = [record.text for record in batch]
             for record, hits in zip(batch, index.search(texts), strict=True):
@@ -106,6 +114,9 @@ def scan_file(index: ItemIndex, path: Path) -> FileScan:
                             answer_coverage=answer,
                         )
                     )
+    except BudgetSpent as exc:
+        scan.skipped = f"read in part, the rest left unread: {exc}"
+        scan.budget_spent = True
     except DecompressionBomb as exc:
         scan.skipped = str(exc)
     except Unreadable as exc:  # a crafted or broken Parquet or Arrow file, a bad stream
@@ -117,10 +128,15 @@ def scan_file(index: ItemIndex, path: Path) -> FileScan:
 
 def _batches(source: Iterator) -> Iterator[list]:
     batch: list = []
-    for record in source:
-        batch.append(record)
-        if len(batch) >= BATCH_RECORDS:
+    try:
+        for record in source:
+            batch.append(record)
+            if len(batch) >= BATCH_RECORDS:
+                yield batch
+                batch = []
+    except BudgetSpent:
+        if batch:  # what was read before the budget ran out is still scanned
             yield batch
-            batch = []
+        raise
     if batch:
         yield batch

@@ -25,12 +25,15 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
 from cluster.sandbox_files import SandboxPath, open_file
+from safety.budget import Budget
 
 MAX_DECOMPRESSED_BYTES = 8 * 1024**3
 MAX_EXPANSION = 200
@@ -211,10 +214,16 @@ def decompressed(raw: BinaryIO, compression: str, *, compressed_bytes: int) -> B
 # --- columnar files, parsed in a child ------------------------------------------------------
 
 
-def columnar_rows(path: SandboxPath | Path, kind: str) -> Iterator[tuple[int, str]]:
+def columnar_rows(
+    path: SandboxPath | Path, kind: str, *, budget: Budget | None = None
+) -> Iterator[tuple[int, str]]:
     """(row number, the row's strings joined by newlines) for each row of a Parquet or Arrow
     file with text in it, parsed by `safety.columnar` in a bounded child. Raises Unreadable
-    when the child could not read the file to its end (the rows before that are yielded)."""
+    when the child could not read the file to its end (the rows before that are yielded).
+    The text sent back is charged to `budget`, and the child is killed at its deadline
+    (BudgetSpent then, not Unreadable)."""
+    if budget is not None:
+        budget.check()
     with open_file(path) as data, tempfile.TemporaryFile() as errors:
         fd = data.fileno()
         child = subprocess.Popen(
@@ -233,13 +242,29 @@ def columnar_rows(path: SandboxPath | Path, kind: str) -> Iterator[tuple[int, st
         )
         data.close()  # the child holds its own copy of the descriptor
         assert child.stdout is not None
+        stop = None
+        if budget is not None:
+            stop = threading.Timer(max(0.0, budget.deadline - time.monotonic()), child.kill)
+            stop.daemon = True
+            stop.start()
         try:
-            yield from _frames(child.stdout)  # type: ignore[arg-type]  # a pipe is a binary stream
+            for number, text in _frames(child.stdout):  # type: ignore[arg-type]  # a pipe is a binary stream
+                if budget is not None:
+                    budget.read(_FRAME.size + len(text))
+                yield number, text
             code = child.wait()
+        except Unreadable:
+            if budget is not None:
+                budget.check()  # cut short by the deadline: the budget, not the file
+            raise
         finally:
+            if stop is not None:
+                stop.cancel()
             if child.poll() is None:
                 child.kill()
                 child.wait()
+        if code != 0 and budget is not None:
+            budget.check()
         if code != 0:
             errors.seek(0)
             said = errors.read(4096).decode("utf-8", "replace").strip().splitlines()

@@ -17,6 +17,8 @@ class Finding(models.Model):
         MODEL_SUBSTITUTION = "model_substitution", "model substitution"
         MODEL_CARD = "model_card", "model card disagrees with the run logs"
         JUDGE = "judge", "flagged by the LLM judge"
+        # Not a violation: the audit's budget ran out before it read all of the agent's files.
+        UNREAD_FILES = "unread_files", "files the audit left unread"
 
     class Severity(models.TextChoices):
         INFO = "info"

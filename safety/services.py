@@ -123,6 +123,7 @@ def audit_run(
         log(f"[{nomination.agent.name}] nomination in {nomination.phase.label}")
         audit_substitution(run, nomination, references)
         audit_model_card(run, nomination)
+    run.record_unread(agents)
     if judge is not None:
         for agent in agents:
             log(f"[{agent.name}] trajectory judge ({judge.name})")

@@ -16,15 +16,24 @@ import shutil
 import socket
 import stat
 import subprocess
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
 
-from agents.firewall import Firewall, FirewallError, NoFirewall, PortRange, format_ports
+from agents.firewall import (
+    Firewall,
+    FirewallError,
+    FirewallState,
+    NoFirewall,
+    PortRange,
+    format_ports,
+)
 from cluster import private_tmp
+from cluster.as_user import as_user
+from security.listening import Listener
 from security.slurm_policy import (
     BILLING_WEIGHTED_TRES,
     SLURM_CONFIG_CONTAINS,
@@ -336,6 +345,55 @@ def firewall_rules(
     return problems
 
 
+def site_ports_closed(
+    *, state: FirewallState, listeners: Iterable[Listener], gateway_port: int
+) -> list[Problem]:
+    """Every port the site really listens on (read from the kernel, not from the settings) is
+    in the firewall's blocked set, but the agent gateway's: a kit on 8080 or production on 80
+    and 443 is the voting site, whatever AGENTS_FIREWALL_PORTS says."""
+    return [
+        Problem(
+            f"port {listener.port} ({listener.program}) serves the site and is open to agents "
+            f"(the firewall covers {format_ports(state.ports)})",
+            f"add {listener.port} to AGENTS_FIREWALL_PORTS and run infra/firewall/setup.sh as "
+            "root (or python manage.py security firewall)",
+        )
+        for listener in listeners
+        if listener.port != gateway_port and not state.covers(listener.port)
+    ]
+
+
+def agent_nodes_kept_off_voting(*, nodes: dict[str, str], denied: Iterable[str]) -> list[Problem]:
+    """This host's firewall sees only this host's sockets. An agent's job on a node of another
+    host reaches the site from that node's address, which must therefore be in
+    ARENA_VOTING_DENIED_NETWORKS. `nodes`: Slurm node name -> its NodeAddr."""
+    networks = [ipaddress.ip_network(network.strip(), strict=False) for network in denied]
+    problems = []
+    for node, address in sorted(nodes.items()):
+        if _on_this_host(f"http://[{address}]" if ":" in address else f"http://{address}"):
+            continue
+        try:
+            found = {
+                str(info[4][0]).partition("%")[0] for info in socket.getaddrinfo(address, None)
+            }
+        except OSError:
+            found = set()
+        open_ones = sorted(
+            ip for ip in found if not any(ipaddress.ip_address(ip) in net for net in networks)
+        )
+        if open_ones or not found:
+            problems.append(
+                Problem(
+                    f"Slurm node {node} ({address}: {', '.join(open_ones) or 'unresolved'}) "
+                    "runs agents' jobs on another host, and the voting site answers it "
+                    "(not in ARENA_VOTING_DENIED_NETWORKS)",
+                    "add the cluster's networks to ARENA_VOTING_DENIED_NETWORKS "
+                    "(frontend/README.md)",
+                )
+            )
+    return problems
+
+
 def _covered(state, low: int, high: int) -> bool:
     return any(have_low <= low and high <= have_high for have_low, have_high in state.ports)
 
@@ -370,12 +428,14 @@ def database_sockets(
             )
         )
     if os.geteuid() == 0 and mariadb_socket.exists() and shutil.which("mysql"):
-        attempt = [
-            "runuser", "-u", other_user, "--", "mysql", f"--socket={mariadb_socket}",
-            "--connect-timeout=5", "-u", "root", "-e", "SELECT 1",
-        ]  # fmt: skip
+        attempt = as_user(other_user, [
+            "mysql", f"--socket={mariadb_socket}", "--connect-timeout=5", "-u", "root",
+            "-e", "SELECT 1",
+        ])  # fmt: skip
         try:
-            done = subprocess.run(attempt, capture_output=True, text=True, timeout=30)
+            done = subprocess.run(
+                attempt.argv, env=attempt.env, capture_output=True, text=True, timeout=30
+            )
         except subprocess.TimeoutExpired:
             done = None
         if done is not None and done.returncode == 0:
@@ -599,3 +659,22 @@ def platform_held_tokens_in_configs(
                     )
                 )
     return problems
+
+
+# --- the code scorer ----------------------------------------------------------------------
+
+
+def untrusted_code_confined(environ: Mapping[str, str]) -> list[Problem]:
+    """The developer's setting that lets answers run without the namespaces is off
+    (evalsuite/untrusted/)."""
+    from evalsuite.untrusted import ALLOW_UNCONFINED
+
+    if environ.get(ALLOW_UNCONFINED, "") != "1":
+        return []
+    return [
+        Problem(
+            f"{ALLOW_UNCONFINED}=1: code answers may run as the platform's user, on the host's "
+            "network, and their verdicts are not trustworthy",
+            f"unset {ALLOW_UNCONFINED} (a developer's setting) and run evaluations as root",
+        )
+    ]

@@ -3,6 +3,7 @@ its database (agents, contestants) and its machine (Slurm, the kernel's firewall
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -10,13 +11,14 @@ from pathlib import Path
 
 from django.conf import settings
 
-from agents.firewall import firewall_from_settings, platform_ports
+from agents.firewall import FirewallError, firewall_from_settings, platform_ports
 from agents.models import Agent, AgentToken
 from agents.services import token_digest
 from arena.serving.models import Contestant
 from cluster import sandbox_files
 from security import checks
 from security.checks import Problem, Sandbox, Server, Skipped
+from security.listening import site_listeners
 
 # Proxy tokens the platform keeps for its own processes (agents/models.py, AgentToken.Kind).
 PLATFORM_HELD_TOKENS = [AgentToken.Kind.SCAFFOLD, AgentToken.Kind.JUDGE]
@@ -34,11 +36,14 @@ def deployment_checks() -> list[Check]:
         Check("Slurm enforcement, billing and cgroups", _slurm),
         Check("secrets not at defaults", _secrets),
         Check("firewall keeps agents off platform ports", _firewall),
+        Check("every port the site listens on closed to agents", _site_ports),
+        Check("agents' nodes on other hosts denied the voting site", _voting_networks),
         Check("database sockets closed to other users", checks.database_sockets),
         Check("model servers require their key", _model_servers),
         Check("sandboxes 0700 and owned by their agent", _sandboxes),
         Check("sandboxes held to their quota at write time", _sandbox_quota),
         Check("no platform-held token in an agent's config", _platform_tokens_in_configs),
+        Check("code answers run confined", lambda: checks.untrusted_code_confined(os.environ)),
     ]
 
 
@@ -79,6 +84,33 @@ def _firewall() -> list[Problem]:
         agent_users=list(users),
         platform_ports=platform_ports(),
         gateway_port=settings.AGENTS_GATEWAY_PORT,
+    )
+
+
+def _site_ports() -> list[Problem]:
+    try:
+        state = firewall_from_settings().state()
+    except FirewallError:
+        state = None
+    if state is None:  # no rules, or none to read: the firewall check reports it
+        raise Skipped("no firewall rules to compare with (see the firewall check)")
+    return checks.site_ports_closed(
+        state=state,
+        listeners=site_listeners(Path(settings.BASE_DIR)),
+        gateway_port=settings.AGENTS_GATEWAY_PORT,
+    )
+
+
+def _voting_networks() -> list[Problem]:
+    if not checks.slurm_running():
+        raise Skipped("no Slurm controller answers here: no nodes to read")
+    nodes = {}
+    for line in _scontrol("show", "nodes", "-o").splitlines():
+        fields = dict(word.partition("=")[::2] for word in line.split() if "=" in word)
+        if fields.get("NodeName"):
+            nodes[fields["NodeName"]] = fields.get("NodeAddr") or fields["NodeName"]
+    return checks.agent_nodes_kept_off_voting(
+        nodes=nodes, denied=settings.ARENA_VOTING_DENIED_NETWORKS
     )
 
 

@@ -1,10 +1,12 @@
 """The harness's tools, run as the agent's Unix user in its sandbox, never as root.
 
 The harness itself runs as the platform (outside the sandbox, holding the scaffold's token);
-every command the model asks for runs through `runuser -u USER` with a clean environment (HOME,
-PATH with ~/.arena/bin first, the agent's own ~/.arena/config for its tokens), in the run's
-cgroup when the supervisor gives a `preexec`. The file tools run a small worker as the agent
-too (`file_helper.py`), so the kernel, not the harness, decides what the agent may open.
+every command the model asks for runs through `runuser -u USER` (`cluster.as_user`), born with
+a clean environment (HOME, PATH with ~/.arena/bin first, the agent's own ~/.arena/config for
+its tokens), in the run's cgroup when the supervisor gives a `preexec`, and with the run's
+private /tmp, /var/tmp and /dev/shm when it has them (`cluster.private_tmp`). The file tools
+run a small worker as the agent too (`file_helper.py`), so the kernel, not the harness,
+decides what the agent may open.
 
 Everything that comes back is bounded: output keeps its head and tail and says what was cut;
 a command past its timeout is killed with every process it started, even those that left its
@@ -24,8 +26,11 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+
+from cluster.as_user import AsUser, as_user
+from cluster.private_tmp import PrivateTmp
 
 PR_SET_CHILD_SUBREAPER = 36
 READ_CHUNK = 64 * 1024
@@ -116,21 +121,24 @@ def agent_descendants(uid: int) -> set[int]:
     return ours
 
 
-def _kill_all(pids: set[int]) -> None:
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    # Reap those reparented to us (SIGKILL is not instant); others' parents reap their own.
-    waiting, deadline = set(pids), time.monotonic() + 2.0
-    while waiting and time.monotonic() < deadline:
-        for pid in list(waiting):
-            try:
-                if os.waitpid(pid, os.WNOHANG)[0] == pid:
-                    waiting.discard(pid)
-            except ChildProcessError:
-                waiting.discard(pid)
-        if waiting:
-            time.sleep(0.02)
+def _kill_all(uid: int, spared: set[int], within_s: float = 5.0) -> None:
+    """Kill the agent's descendants not in `spared` until none is left, zombies included.
+
+    Killing a tree is not one step: when a parent dies, its children (already killed, or
+    not yet seen) are reparented to us, the subreaper, some moments later. A single pass
+    that reaps only what is our child at that instant leaves those as zombies, so this
+    looks again, kills and reaps what arrived, until the tree is empty."""
+    deadline = time.monotonic() + within_s
+    while True:
+        left = agent_descendants(uid) - spared
+        if not left or time.monotonic() >= deadline:
+            return
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):  # not ours yet: its parent's
+                os.waitpid(pid, os.WNOHANG)
+        time.sleep(0.02)
 
 
 def _reap_orphans() -> None:
@@ -213,6 +221,7 @@ class ToolExecutor:
         view_lines: int = 400,
         file_timeout_s: float = HELPER_TIMEOUT_S,
         cwd: str | None = None,
+        private: PrivateTmp | None = None,
     ) -> None:
         self.unix_user = unix_user
         self.uid = pwd.getpwnam(unix_user).pw_uid
@@ -225,6 +234,9 @@ class ToolExecutor:
         self.view_lines = view_lines
         self.file_timeout_s = file_timeout_s
         self.cwd = cwd if cwd and self._inside(cwd) else self.home
+        # Each call in a mount namespace of its own whose /tmp and /var/tmp are the run's
+        # folders on the agent's volume (the same for every call) and /dev/shm a fresh tmpfs.
+        self.private = private
         _become_subreaper()
 
     # --- where ----------------------------------------------------------------------------
@@ -233,21 +245,23 @@ class ToolExecutor:
         normal = posixpath.normpath(path)
         return path.startswith("/") and (normal == self.home or normal.startswith(self.home + "/"))
 
-    def _env(self) -> dict[str, str]:
-        """A clean environment: nothing of the platform's (its database URL, the scaffold's
-        token) reaches the agent's processes."""
-        return {
-            "HOME": self.home,
-            "USER": self.unix_user,
-            "LOGNAME": self.unix_user,
-            "PATH": f"{self.home}/.arena/bin:/usr/local/bin:/usr/bin:/bin",
-            "LANG": "C.UTF-8",
-            "PYTHONUNBUFFERED": "1",
-        }
-
-    def _command(self, *argv: str) -> list[str]:
-        return ["runuser", "-u", self.unix_user, "--", "/usr/bin/env", "-i",
-                *(f"{k}={v}" for k, v in self._env().items()), *argv]  # fmt: skip
+    def _command(self, *argv: str) -> AsUser:
+        """The tool's process as the agent, born with a clean environment (given to Popen,
+        before runuser changes the uid): nothing of the platform's (its database URL, the
+        scaffold's token) is ever in a process the agent can read. Under a private /tmp where
+        the run has one."""
+        started = as_user(
+            self.unix_user,
+            argv,
+            env={
+                "HOME": self.home,
+                "PATH": f"{self.home}/.arena/bin:/usr/local/bin:/usr/bin:/bin",
+                "PYTHONUNBUFFERED": "1",
+            },
+        )
+        return replace(
+            started, argv=[*(self.private.prefix if self.private else []), *started.argv]
+        )
 
     def _preexec(self) -> None:
         if self.preexec is not None:
@@ -263,10 +277,11 @@ class ToolExecutor:
         os.set_inheritable(cwd_write, True)
         output = BoundedOutput(self.output_chars)
         try:
+            child = self._command(
+                "/bin/bash", "-c", _SHELL, "arena-shell", self.cwd, command, str(cwd_write)
+            )
             process = subprocess.Popen(
-                self._command(
-                    "/bin/bash", "-c", _SHELL, "arena-shell", self.cwd, command, str(cwd_write)
-                ),
+                child.argv, env=child.env,
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                 cwd="/", start_new_session=True, pass_fds=(cwd_write,),
                 preexec_fn=self._preexec if self.preexec else None,
@@ -308,7 +323,7 @@ class ToolExecutor:
         """The call's process group, then whatever of the agent's it started that left it."""
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
-        _kill_all(agent_descendants(self.uid) - before)
+        _kill_all(self.uid, spared=before)
         process.wait()
 
     def _pump(
@@ -359,8 +374,9 @@ class ToolExecutor:
         agent stops or floods, from a process of its own, costs the harness nothing)."""
         before = agent_descendants(self.uid)
         try:
+            child = self._command(self.python, "-I", "-c", FILE_HELPER)
             process = subprocess.Popen(
-                self._command(self.python, "-I", "-c", FILE_HELPER),
+                child.argv, env=child.env,
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                 cwd="/", start_new_session=True,
                 preexec_fn=self._preexec if self.preexec else None,

@@ -20,10 +20,11 @@ from agents.harness.loop import ExitCode, Harness, LoopSettings
 from agents.harness.state import ConversationStore
 from agents.harness.task_statement import FIRST_MESSAGE, task_facts, task_statement
 from agents.models import Agent
-from agents.runs.keeper import run_folder
+from agents.runs.folders import run_folder, run_tmp_key
 from agents.runs.limits import RunLimits
 from agents.runs.models import AgentRun
 from agents.trajectory import tool_call_observed
+from cluster import private_tmp
 
 MODEL_CALL_TIMEOUT_S = 900.0
 
@@ -85,31 +86,56 @@ def harness_main(argv: list[str]) -> int:
         parser().error(f"no active, provisioned agent called {name!r}")
     facts = task_facts(agent, deadline)
     phase_end = _phase_end()
-    harness = Harness(
-        client=openai.OpenAI(
-            base_url=proxy_url, api_key=token, max_retries=0, timeout=MODEL_CALL_TIMEOUT_S
-        ),
-        executor=ToolExecutor(
-            unix_user=agent.unix_user,
-            home=Path(agent.sandbox),
-            python=str(settings.AGENTS_TRAIN_PYTHON),
-            preexec=preexec,
-            default_timeout_s=args.tool_timeout,
-        ),  # fmt: skip
-        store=ConversationStore(state_dir),
-        settings=LoopSettings(
-            model=model,
-            max_turns=args.max_turns,
-            deadline=deadline or phase_end,
-            context_chars=args.context_chars,
-            keep_turns=args.keep_turns,
-            max_tokens=args.max_tokens,
-        ),  # fmt: skip
-        system_prompt=task_statement(facts),
-        first_message=FIRST_MESSAGE,
-        record=observed_recorder(agent),
+    executor = tool_executor(
+        agent,
+        run_id=int(args.run) if args.run else None,
+        preexec=preexec,
+        default_timeout_s=args.tool_timeout,
     )
-    return int(harness.run())
+    try:
+        harness = Harness(
+            client=openai.OpenAI(
+                base_url=proxy_url, api_key=token, max_retries=0, timeout=MODEL_CALL_TIMEOUT_S
+            ),
+            executor=executor,
+            store=ConversationStore(state_dir),
+            settings=LoopSettings(
+                model=model,
+                max_turns=args.max_turns,
+                deadline=deadline or phase_end,
+                context_chars=args.context_chars,
+                keep_turns=args.keep_turns,
+                max_tokens=args.max_tokens,
+            ),  # fmt: skip
+            system_prompt=task_statement(facts),
+            first_message=FIRST_MESSAGE,
+            record=observed_recorder(agent),
+        )
+        return int(harness.run())
+    finally:
+        if not args.run:  # a supervised run's folders are its keeper's to remove
+            private_tmp.release(executor.private)
+
+
+def tool_executor(
+    agent: Agent,
+    *,
+    run_id: int | None,
+    preexec: Callable[[], None] | None = None,
+    default_timeout_s: float = 600.0,
+) -> ToolExecutor:
+    """The harness's tools for `agent`: as its user, in its sandbox, in the run's limits
+    (`preexec`), each call under a private /tmp where the agent has a quota volume: the
+    supervised run's (its keeper made it and removes it), or by hand this process's own."""
+    key = run_tmp_key(run_id) if run_id is not None else f"harness-{os.getpid()}"
+    return ToolExecutor(
+        unix_user=agent.unix_user,
+        home=Path(agent.sandbox),
+        python=str(settings.AGENTS_TRAIN_PYTHON),
+        preexec=preexec,
+        default_timeout_s=default_timeout_s,
+        private=private_tmp.prepare(agent.unix_user, key),
+    )
 
 
 def _phase_end() -> datetime | None:
@@ -134,4 +160,4 @@ def observed_recorder(agent: Agent) -> Callable[[str, str, ToolResult], None]:
     return record
 
 
-__all__ = ["ExitCode", "harness_main", "observed_recorder", "parser"]
+__all__ = ["ExitCode", "harness_main", "observed_recorder", "parser", "tool_executor"]

@@ -14,12 +14,20 @@ Requests without `tools` (the harness asking for a summary of old turns) get the
 `summary` and do not advance the play. Replies are whole or streamed (SSE, tool calls in
 pieces, as OpenAI sends them) and report usage (about 4 characters a token), which the
 platform's proxy bills on.
+
+It answers only the proxy: every `/v1` request must carry `Authorization: Bearer KEY`, the
+upstream key the proxy holds (`Upstream.api_key`), else 401, so an agent on the same host
+cannot reach the model around the proxy's meter. The command line reads the key from the
+environment (`SCRIPTED_UPSTREAM_API_KEY`, never an argument, which every user can read in
+`ps`) and refuses to start without one; only a server in a test's own process may go keyless.
 """
 
 from __future__ import annotations
 
 import argparse
+import hmac
 import json
+import os
 import re
 import threading
 import time
@@ -35,6 +43,7 @@ from starlette.routing import Route
 
 from agents.harness.threaded_server import ThreadedServer, free_port
 
+KEY_VARIABLE = "SCRIPTED_UPSTREAM_API_KEY"
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -120,10 +129,13 @@ def _usage(body: bytes, reply: dict[str, Any], max_tokens: Any) -> dict[str, int
 class ScriptedUpstream:
     """The server, in a thread of this process (tests) or in the foreground (`main`)."""
 
-    def __init__(self, policy: Policy, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self, policy: Policy, host: str = "127.0.0.1", port: int = 0, api_key: str | None = None
+    ) -> None:
         self.policy = policy
         self.host = host
         self.port = port
+        self.api_key = api_key  # None: keyless, for a server in a test's own process only
         self.requests = 0
         self._running: ThreadedServer | None = None
 
@@ -158,12 +170,28 @@ class ScriptedUpstream:
     async def _health(self, request: Request) -> JSONResponse:
         return JSONResponse({"status": "ok"})
 
+    def _refused(self, request: Request) -> JSONResponse | None:
+        """401 unless the request carries the key (compared in constant time)."""
+        if self.api_key is None:
+            return None
+        given = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
+        if hmac.compare_digest(given.encode(), self.api_key.encode()):
+            return None
+        return JSONResponse(
+            {"error": {"message": "missing or wrong API key", "type": "authentication_error"}},
+            status_code=401,
+        )
+
     async def _models(self, request: Request) -> JSONResponse:
+        if refused := self._refused(request):
+            return refused
         return JSONResponse(
             {"object": "list", "data": [{"id": self.policy.model, "object": "model"}]}
         )
 
     async def _chat(self, request: Request) -> Response:
+        if refused := self._refused(request):
+            return refused
         raw = await request.body()
         try:
             body = json.loads(raw)
@@ -234,8 +262,11 @@ def main(argv: list[str] | None = None) -> None:
     found.add_argument("--host", default="127.0.0.1")
     found.add_argument("--var", action="append", default=[], metavar="NAME=VALUE")
     args = found.parse_args(argv)
+    key = os.environ.get(KEY_VARIABLE, "")
+    if not key:
+        found.error(f"set {KEY_VARIABLE} to the key the proxy sends: agents must not reach it")
     policy = Policy.from_file(args.policy, _values(args.var))
-    ScriptedUpstream(policy, host=args.host, port=args.port).serve_forever()
+    ScriptedUpstream(policy, host=args.host, port=args.port, api_key=key).serve_forever()
 
 
 if __name__ == "__main__":

@@ -52,7 +52,7 @@ class Recipe:
 
 RECIPES = {
     "sft": Recipe("sft", "full", False, "full SFT"),
-    "lora": Recipe("lora", "lora", False, "LoRA SFT (r=16, merged)"),
+    "lora": Recipe("lora", "lora", False, "LoRA SFT (r=16, experts too, merged)"),
     "sft-dpo": Recipe("sft-dpo", "full", True, "full SFT, then DPO on its own preference pairs"),
 }
 

@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         args=config,
         train_dataset=Dataset.from_list(rows),
         processing_class=tokenizer,
-        peft_config=training.lora_config(args),
+        peft_config=training.lora_config(args, model),
     )
     started = time.monotonic()
     trainer.train()

@@ -35,12 +35,19 @@ def log(message: str) -> None:
         print(f"[reference-train {time.monotonic() - _STARTED:6.1f}s] {message}", flush=True)
 
 
+def _positive_int(text: str) -> int:
+    return int(text) if text.strip().isdigit() else 0
+
+
 def configure_torch(threads: int, seed: int) -> int:
-    """Threads per process (0: the CPUs this process may use over the local world size), and
-    the seeds, so the same run gives the same model."""
+    """Threads per process (0: OMP_NUM_THREADS where set, as torchrun and the platform's FSDP2
+    script take it, else the CPUs this process may use over the local world size), and the
+    seeds, so the same run gives the same model."""
     import torch
     from transformers import set_seed
 
+    if threads < 1:
+        threads = _positive_int(os.environ.get("OMP_NUM_THREADS", ""))
     if threads < 1:
         local = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
         threads = max(1, len(os.sched_getaffinity(0)) // max(1, local))
@@ -99,15 +106,50 @@ def job_arguments(
     return p
 
 
-def lora_config(args: argparse.Namespace) -> Any:
-    """The LoRA adapter for `--method lora` (None for a full fine-tune)."""
+def lora_targets(model: Any) -> tuple[list[str], list[str], list[str]]:
+    """What LoRA adapts in `model`: (target_modules, target_parameters, what is left out and why).
+
+    Every linear layer but the output head; on a hybrid Mamba model not the Mamba blocks'
+    `out_proj` (PEFT refuses it: the fused Mamba kernels call it as a function, so an adapter
+    there would be skipped); and a mixture of experts' fused expert weights (one 3-D parameter
+    holding a matrix per expert, which no `nn.Linear` wraps) through PEFT's `target_parameters`.
+    Modules are named in full, so a Mamba `out_proj` is never matched by another's name.
+    """
+    import torch
+
+    modules: list[str] = []
+    parameters: set[str] = set()
+    left_out: set[str] = set()
+    for name, module in model.named_modules():
+        parent, _, leaf = name.rpartition(".")
+        if isinstance(module, torch.nn.Linear) and leaf != "lm_head":
+            if leaf == "out_proj" and "Mamba" in type(model.get_submodule(parent)).__name__:
+                left_out.add("Mamba out_proj (PEFT cannot adapt it)")
+            else:
+                modules.append(name)
+        if leaf == "experts":
+            parameters.update(
+                f"experts.{p}" for p, t in module.named_parameters(recurse=False) if t.ndim == 3
+            )
+    return modules, sorted(parameters), sorted(left_out)
+
+
+def lora_config(args: argparse.Namespace, model: Any) -> Any:
+    """The LoRA adapter for `--method lora` (None for a full fine-tune), on `lora_targets`."""
     if args.method != "lora":
         return None
     from peft import LoraConfig
 
+    modules, parameters, left_out = lora_targets(model)
+    kinds = sorted({m.rpartition(".")[2] for m in modules})
+    log(
+        f"LoRA r={args.lora_r} on {', '.join(kinds)}"
+        + (f"; expert weights {', '.join(parameters)}" if parameters else "")
+        + (f"; not on {', '.join(left_out)}" if left_out else "")
+    )
     return LoraConfig(
         r=args.lora_r, lora_alpha=2 * args.lora_r, lora_dropout=0.0,
-        target_modules="all-linear", task_type="CAUSAL_LM",
+        target_modules=modules, target_parameters=parameters or None, task_type="CAUSAL_LM",
     )  # fmt: skip
 
 

@@ -20,19 +20,27 @@ import contextlib
 import ctypes
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
+from agents.runs.folders import run_tmp_key, status_write
 from agents.runs.limits import RunLimits, RunLimitValues, limits_for
 
 PR_SET_PDEATHSIG = 1
+HARNESS_SETTINGS = re.compile(r"(ARENA|AGENTS|CLUSTER|EVALS)_[A-Z0-9_]+|DATABASE_URL|REDIS_URL")
+HARNESS_BASICS = {
+    "DJANGO_SETTINGS_MODULE", "PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "HOME", "TMPDIR",
+    "PYTHONPATH", "VIRTUAL_ENV",
+}  # fmt: skip
 STEP_TIMEOUT_S = 120
 RECORD_TRIES = 5
 # The platform's harness ends with these statuses when it decided to stop (agents.harness.loop
@@ -45,41 +53,17 @@ HARNESS_DECISIONS = {
 }
 
 
-def run_folder(runs_dir: Path | str, run_id: int) -> Path:
-    """The run's platform-owned folder: 0700 root, never in a sandbox."""
-    root = Path(runs_dir)
-    root.mkdir(mode=0o700, parents=True, exist_ok=True)
-    folder = root / str(run_id)
-    folder.mkdir(mode=0o700, exist_ok=True)
-    os.chmod(folder, 0o700)
-    return folder
-
-
-def run_folder_fresh(runs_dir: Path | str, run_id: int) -> Path:
-    """The folder of a run just created. Run ids restart with a new database (every `make
-    demo` starts from an empty one), so a folder already there holds another run's state and
-    status: it is moved aside, kept for the record, and never read as this run's."""
-    root = Path(runs_dir)
-    root.mkdir(mode=0o700, parents=True, exist_ok=True)
-    earlier = root / str(run_id)
-    if earlier.exists() or earlier.is_symlink():
-        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
-        os.replace(earlier, root / f"{run_id}.earlier-{stamp}")
-    return run_folder(root, run_id)
-
-
-def status_write(folder: Path, status: dict[str, Any]) -> None:
-    temporary = folder / "status.json.tmp"
-    temporary.write_text(json.dumps(status, indent=1, default=str) + "\n")
-    os.replace(temporary, folder / "status.json")
-
-
-def status_read(folder: Path) -> dict[str, Any] | None:
-    try:
-        with open(folder / "status.json", "rb") as handle:
-            return json.loads(handle.read(65536))
-    except (OSError, ValueError):
-        return None
+def harness_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """What the arena harness gets of the platform's environment: the platform's settings
+    (the names arena/settings.py reads) and the process's basics. Nothing else of what the
+    supervisor holds (upstreams' and judges' keys, `HF_*`, whatever the operator exported)
+    is in the process whose tools the agent drives."""
+    return {
+        name: value
+        for name, value in environ.items()
+        if (name in HARNESS_BASICS or HARNESS_SETTINGS.fullmatch(name))
+        and not name.endswith("_API_KEY")
+    }
 
 
 def _die_with_parent() -> None:
@@ -152,10 +136,12 @@ class Keeper:
         try:
             limits.create()
             argv, cwd, preexec = spec["argv"], spec["cwd"], _die_with_parent
-            if spec["harness"] == "command":
-                from cluster import private_tmp  # standard library only
+            from cluster import private_tmp  # standard library only
 
-                private = private_tmp.prepare(spec["unix_user"], f"run-{self.run_id}")
+            # The attempt's /tmp on the agent's volume: the command's whole child runs under
+            # it; the arena harness enters it for each tool call (agents.harness.run).
+            private = private_tmp.prepare(spec["unix_user"], run_tmp_key(self.run_id))
+            if spec["harness"] == "command":
                 argv = [*(private.prefix if private else []), *argv]
 
                 def preexec() -> None:
@@ -163,8 +149,8 @@ class Keeper:
                     limits.preexec()
 
             env = dict(spec["env"])
-            if spec["harness"] == "arena":  # the platform's own process: its environment
-                env = {**os.environ, **env}
+            if spec["harness"] == "arena":  # the platform's own process: its settings
+                env = {**harness_environment(os.environ), **env}
             child = subprocess.Popen(
                 argv,
                 cwd=cwd,

@@ -11,11 +11,12 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
-from agents.runs.keeper import run_folder
+from agents.runs.folders import run_folder
 from agents.runs.limits import available_kind
 from agents.runs.models import AgentRun
 from agents.runs.processes import start_time
 from agents.services import scaffold_token_issue, scaffold_tokens_revoke
+from cluster.as_user import as_user
 
 
 def step_prepare(run_id: int, payload: dict[str, Any]) -> dict[str, Any]:
@@ -54,7 +55,7 @@ def step_prepare(run_id: int, payload: dict[str, Any]) -> dict[str, Any]:
         argv, env, cwd = _command_child(run, token, url)
     else:
         argv = [sys.executable, "-m", settings.AGENTS_HARNESS_MODULE, "--run", str(run.pk)]
-        # Added to the platform's own environment by the keeper.
+        # Added by the keeper to the platform's settings (keeper.harness_environment).
         env = {
             "ARENA_SCAFFOLD_TOKEN": token,
             "ARENA_PROXY_URL": f"{url}/proxy/v1",
@@ -85,23 +86,24 @@ def step_prepare(run_id: int, payload: dict[str, Any]) -> dict[str, Any]:
 
 def _command_child(run: AgentRun, token: str, url: str) -> tuple[list[str], dict[str, str], str]:
     """The organizers' argv as the agent's own user in its sandbox, in a clean environment
-    that names the gateway and the scaffold token, never an upstream's key."""
+    (the keeper hands it to Popen: cluster.as_user) that names the gateway and the scaffold
+    token, never an upstream's key."""
     home = run.agent.sandbox
     env = {
         "HOME": home,
-        "USER": run.agent.unix_user,
-        "LOGNAME": run.agent.unix_user,
         "PATH": f"{home}/.arena/bin:/usr/local/bin:/usr/bin:/bin",
-        "LANG": "C.UTF-8",
         "ARENA_URL": url,
         "ARENA_RUN_ID": str(run.pk),
         "OPENAI_BASE_URL": f"{url}/proxy/v1",
         "OPENAI_API_KEY": token,
+        # Anthropic's SDK (and Claude Code-style scaffolds) add /v1/messages themselves.
+        "ANTHROPIC_BASE_URL": f"{url}/proxy",
+        "ANTHROPIC_API_KEY": token,
     }
     if run.model:
         env["ARENA_MODEL"] = run.model
-    argv = ["/usr/sbin/runuser", "-u", run.agent.unix_user, "--", *run.command]
-    return argv, env, home
+    started = as_user(run.agent.unix_user, run.command, env=env)
+    return started.argv, started.env, home
 
 
 def step_record(run_id: int, outcome: dict[str, Any]) -> dict[str, Any]:

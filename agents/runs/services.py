@@ -26,7 +26,7 @@ from django.utils import timezone
 
 from agents.credit import scaffold_budget_set
 from agents.models import Agent
-from agents.runs.keeper import run_folder, run_folder_fresh, status_read, status_write
+from agents.runs.folders import run_folder, run_folder_fresh, status_read, status_write
 from agents.runs.limits import RunLimitValues, limits_for
 from agents.runs.models import AgentRun
 from agents.runs.processes import alive, start_time

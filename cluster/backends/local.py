@@ -39,6 +39,7 @@ import cloudpickle
 from django.utils import timezone
 
 from cluster import private_tmp
+from cluster.as_user import as_user, login_environment
 from cluster.backends.base import (
     MAX_QUEUED_JOBS,
     PREEMPTIBLE_QOS,
@@ -50,7 +51,6 @@ from cluster.backends.base import (
     QueuedJob,
     SubmitRefused,
 )
-from cluster.backends.slurm import login_environment
 from cluster.reasons import pending_reason
 
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -374,33 +374,37 @@ class LocalBackend(ClusterBackend):
         )
         (folder / "env.sh").chmod(0o644)  # read through the descriptor, like script.sh
         # The job: as its user (no-op for the platform's own), from its working directory,
-        # its output opened there by that user, the script read through descriptor 3.
-        as_user = (
-            []
-            if user == _current_user()
-            else ["setpriv", f"--reuid={user}", f"--regid={pwd.getpwnam(user).pw_gid}",
-                  "--init-groups", "--reset-env", "--"]
-        )  # fmt: skip
+        # its output opened there by that user, the script read through descriptor 3. setpriv
+        # keeps the descriptors; the job's shell is born with the wrapper's fixed environment.
+        command = ["bash", "-c",
+                   '. /dev/fd/4 && exec 4<&- && cd -- "$1" && exec bash /dev/fd/3 >>"$2" 2>&1',
+                   "job", meta["workdir"], output]  # fmt: skip
+        if user != _current_user():
+            command = as_user(user, command, keep_descriptors=True).argv
         # An agent's job writes /tmp, /var/tmp and /dev/shm inside its storage quota, as on
         # Slurm (cluster/private_tmp.py; nothing changes for a user without a quota volume).
         private = None if meta.get("callable") else private_tmp.prepare(user, f"local-{meta['id']}")
-        job = shlex.join(
-            [*(private.prefix if private else []), *as_user, "bash", "-c",
-             '. /dev/fd/4 && exec 4<&- && cd -- "$1" && exec bash /dev/fd/3 >>"$2" 2>&1',
-             "job", meta["workdir"], output]
-        )  # fmt: skip
+        job = shlex.join([*(private.prefix if private else []), *command])
         q = {name: shlex.quote(str(folder / name)) for name in ("start", "end", "exit", "job-pid")}
+
+        def record(text: str, name: str) -> str:
+            # Written aside, then renamed: a cancel signals this wrapper too, and one killed
+            # halfway through `date > end` left an empty end file, so the job never ended.
+            return f"{text} > {q[name]}.tmp && mv -f {q[name]}.tmp {q[name]}; "
+
         # The wrapper (this user) records start, end and exit code itself, so the job's fate is
         # known even if the process that launched it is gone. `timeout` leads the job's own
         # process group: its pid is what cancel signals.
+        now = "date -u +%Y-%m-%dT%H:%M:%S+00:00"
         wrapper = (
-            f"date -u +%Y-%m-%dT%H:%M:%S+00:00 > {q['start']}; "
-            f"timeout --signal=TERM --kill-after=10 {meta['time_limit_minutes']}m {job} "
+            record(now, "start")
+            + f"timeout --signal=TERM --kill-after=10 {meta['time_limit_minutes']}m {job} "
             f"3< {shlex.quote(str(folder / 'script.sh'))} 4< {shlex.quote(str(folder / 'env.sh'))} & "
-            f"echo $! > {q['job-pid']}; wait $!; code=$?; "
-            f"echo $code > {q['exit']}; "
-            f"{shlex.join(private_tmp.release_command(private)) + '; ' if private else ''}"
-            f"date -u +%Y-%m-%dT%H:%M:%S+00:00 > {q['end']}"
+            + record("echo $!", "job-pid")
+            + "wait $!; code=$?; "
+            + record("echo $code", "exit")
+            + (f"{shlex.join(private_tmp.release_command(private))}; " if private else "")
+            + record(now, "end")
         )
         with (folder / "wrapper.log").open("ab") as log:
             process = subprocess.Popen(
@@ -420,7 +424,7 @@ class LocalBackend(ClusterBackend):
     def _state(self, meta: dict) -> str:
         folder = self.root / "jobs" / meta["id"]
         cancelled = (folder / "cancelled").exists()
-        if (folder / "end").exists():
+        if (folder / "end").exists() and _read_time(folder / "end") is not None:
             if cancelled:
                 return "CANCELLED"
             code = _read_int(folder / "exit")
@@ -506,10 +510,9 @@ def _read_int(path: Path) -> int | None:
 
 def _read_time(path: Path) -> datetime | None:
     try:
-        text = path.read_text().strip()
-    except FileNotFoundError:
+        return datetime.fromisoformat(path.read_text().strip())
+    except (FileNotFoundError, ValueError):  # absent, empty or cut short: not recorded
         return None
-    return datetime.fromisoformat(text) if text else None
 
 
 # What the scheduler's own wrapper runs with, whoever's job it wraps.

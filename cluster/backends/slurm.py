@@ -9,6 +9,7 @@ import pwd
 import re
 import shlex
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -18,6 +19,7 @@ from typing import Any
 import submitit
 from django.utils import timezone
 
+from cluster.as_user import login_environment
 from cluster.backends.base import (
     MAX_QUEUED_JOBS,
     NORMAL_QOS,
@@ -38,6 +40,38 @@ _GPU_TRES = re.compile(r"gres/gpu=(\d+)")
 _BILLING_TRES = re.compile(r"(?:^|,)billing=(\d+)")
 
 
+def _controller_enforces(account: str, *, blocked: bool, timeout_s: float = 30) -> None:
+    """Wait until slurmctld's own copies of the account's associations, its own and each of
+    its users' (against which a job is judged), say MaxSubmitJobs=0 (`blocked`) or no such
+    limit; a SlurmError if they do not within `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        records = cli.assoc_mgr_records(account)
+        if "" in records and all(
+            ("MaxSubmitJobs=0(" in record) == blocked for record in records.values()
+        ):
+            return
+        if time.monotonic() > deadline:
+            state = "blocked" if blocked else "open"
+            raise cli.SlurmError(
+                ["scontrol", "show", "assoc_mgr"], 1,
+                f"slurmctld does not show account {account} and its users {state} after "
+                f"{timeout_s:.0f} s",
+            )  # fmt: skip
+        time.sleep(0.1)
+
+
+def _add_unless_there(*what: str) -> None:
+    """`sacctmgr add`, where what another process added between our look and our add (two
+    workers ensuring the organizers' one serving account) is no error: sacctmgr then says
+    "Nothing new added." and exits 1."""
+    try:
+        cli.sacctmgr("add", *what)
+    except cli.SlurmError as error:
+        if "Nothing new added" not in error.stderr:
+            raise
+
+
 class SlurmBackend(ClusterBackend):
     name = "slurm"
 
@@ -48,11 +82,11 @@ class SlurmBackend(ClusterBackend):
     # --- accounts ------------------------------------------------------------------------
     def account_apply(self, *, account: str, unix_user: str, limits: AccountLimits) -> None:
         if not cli.sacctmgr_rows("account", ["account"], f"name={account}"):
-            cli.sacctmgr(
-                "add", "account", account, f"parent={self.parent_account}", f"Description={account}"
+            _add_unless_there(
+                "account", account, f"parent={self.parent_account}", f"Description={account}"
             )
         if not cli.sacctmgr_rows("assoc", ["user"], f"account={account}", f"user={unix_user}"):
-            cli.sacctmgr("add", "user", unix_user, f"account={account}")
+            _add_unless_there("user", unix_user, f"account={account}")
         qos = [PLATFORM_QOS] if limits.platform else [NORMAL_QOS, PREEMPTIBLE_QOS]
         for entity, where in (("account", []), ("user", [f"name={unix_user}"])):
             names = [f"name={account}"] if entity == "account" else [f"account={account}"]
@@ -103,6 +137,9 @@ class SlurmBackend(ClusterBackend):
         return min(c for c, _ in shares), min(m for _, m in shares)
 
     def account_block(self, *, account: str, blocked: bool) -> None:
+        """No new jobs for the account (running ones go on), or new jobs again. It returns once
+        the controller enforces it: slurmdbd passes the change on to slurmctld a moment later,
+        and a closed account must not get a job in through that moment."""
         cli.sacctmgr(
             "modify",
             "account",
@@ -111,6 +148,7 @@ class SlurmBackend(ClusterBackend):
             "set",
             f"MaxSubmitJobs={0 if blocked else -1}",
         )
+        _controller_enforces(account, blocked=blocked)
 
     def usage_reset(self, *, account: str) -> None:
         cli.sacctmgr("modify", "account", "where", f"name={account}", "set", "RawUsage=0")
@@ -387,16 +425,3 @@ def _time(value: str) -> datetime | None:
     if not value or value in {"Unknown", "None"}:
         return None
     return timezone.make_aware(datetime.fromisoformat(value))
-
-
-def login_environment(unix_user: str) -> dict[str, str]:
-    """What a fresh login of `unix_user` would have, give or take their shell's profile."""
-    entry = pwd.getpwnam(unix_user)
-    return {
-        "PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
-        "HOME": entry.pw_dir,
-        "USER": unix_user,
-        "LOGNAME": unix_user,
-        "SHELL": entry.pw_shell or "/bin/bash",
-        "LANG": "C.UTF-8",
-    }

@@ -13,14 +13,21 @@ or the platform writes, and a user's text comes from `--json` (`sacct_job_texts`
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
 import re
+import stat
 import subprocess
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+from cluster.as_user import as_user
 
 log = logging.getLogger(__name__)
 
@@ -59,10 +66,16 @@ def run(
     timeout_s: float = TIMEOUT_S,
 ) -> Result:
     """Run a Slurm command, as `user` (via runuser, so Slurm sees that Unix user) if given.
-    With `clean_env`, the command sees only `env`, not this process's environment."""
+    With `clean_env`, the command sees only `env`, not this process's environment.
+
+    As another user the command is that user's to read (`/proc/PID/environ`, and it can
+    SIGSTOP it), so it always gets a login's environment and `env`, never this process's:
+    `cluster.as_user`."""
     argv = list(command)
+    environment = dict(env or {}) if clean_env else {**os.environ, **(env or {})}
     if user is not None and user != _current_user():
-        argv = ["runuser", "-u", user, "--", *argv]
+        started = as_user(user, argv, env=env)
+        argv, environment = started.argv, started.env
     completed = subprocess.run(
         argv,
         input=input_text,
@@ -72,7 +85,7 @@ def run(
         encoding="utf-8",
         errors="replace",
         cwd=cwd,
-        env=dict(env or {}) if clean_env else {**os.environ, **(env or {})},
+        env=environment,
         timeout=timeout_s,
         check=False,
     )
@@ -148,8 +161,59 @@ def _string(value: object) -> str:
     return value if isinstance(value, str) else ""
 
 
+# sacctmgr's verbs that change slurmdbd's accounting records.
+_ACCOUNTING_WRITES = frozenset({"add", "create", "modify", "update", "delete", "remove", "load"})
+LOCK_WAIT_S = 2 * TIMEOUT_S
+
+
 def sacctmgr(*args: str, check: bool = True) -> Result:
-    return run(["sacctmgr", "-i", *args], check=check)
+    """`sacctmgr -i ARGS`. A change runs under the host's accounting lock, one at a time:
+    slurmdbd 22.05 keeps associations as a nested set (lft/rgt), and changes sent at once by
+    several processes (web workers provisioning agents, the phase engine opening a phase)
+    deadlock in MariaDB and, retried, corrupt it. Seen here with four writers: user
+    associations lost ("Nothing new added" for one that does not exist), one agent's user
+    association inside another's account, so blocking that account blocked both and left
+    the other's own user open, and slurmdbd exiting on a deadlock it could not resolve."""
+    command = ["sacctmgr", "-i", *args]
+    if args and args[0].lower() in _ACCOUNTING_WRITES:
+        with accounting_write_lock():
+            return run(command, check=check)
+    return run(command, check=check)
+
+
+@contextmanager
+def accounting_write_lock(timeout_s: float = LOCK_WAIT_S) -> Iterator[None]:
+    """Hold the host's lock on Slurm accounting changes (`CLUSTER_SLURM_ACCOUNTING_LOCK`).
+    Its folder must be the platform's own: a lock file an agent could create or replace
+    would let it stall every account change."""
+    from django.conf import settings
+
+    path = Path(settings.CLUSTER_SLURM_ACCOUNTING_LOCK)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    folder = path.parent.lstat()
+    if not stat.S_ISDIR(folder.st_mode) or folder.st_uid != os.getuid() or folder.st_mode & 0o022:
+        raise SlurmError(
+            ["sacctmgr"], 1,
+            f"the accounting lock's folder {path.parent} is not this user's own (owner, no "
+            "group or other write): refusing to lock through it",
+        )  # fmt: skip
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise SlurmError(
+                        ["sacctmgr"], 1,
+                        f"another process held the accounting lock {path} for {timeout_s:.0f} s",
+                    ) from None  # fmt: skip
+                time.sleep(0.05)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def sacctmgr_rows(entity: str, fields: Sequence[str], *where: str) -> list[dict[str, str]]:
@@ -190,6 +254,26 @@ def key_values(line: str) -> dict[str, str]:
         end = following.start() if following is not None else len(line)
         record[this.group(1)] = line[this.end() : end].strip()
     return record
+
+
+def assoc_mgr_account_record(account: str) -> str:
+    """slurmctld's own copy of the account's association (`scontrol show assoc_mgr`), as
+    text, or "" when the controller has none: what it enforces now, which sacctmgr's changes
+    reach a moment after slurmdbd has them."""
+    return assoc_mgr_records(account).get("", "")
+
+
+def assoc_mgr_records(account: str) -> dict[str, str]:
+    """slurmctld's own copies of the account's associations, as text, keyed by user name
+    ("" for the account's own). A job is judged against its user's association, which
+    holds the limits it inherits from the account."""
+    text = scontrol("show", "assoc_mgr", f"accounts={account}", "flags=assoc").stdout
+    records = {}
+    for record in text.split("ClusterName=")[1:]:
+        found = re.match(r"\S+ Account=(\S+) UserName=(\S*)", record)
+        if found and found.group(1) == account:
+            records[found.group(2).split("(")[0]] = record
+    return records
 
 
 def scontrol_records(*args: str) -> list[dict[str, str]]:

@@ -66,6 +66,29 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+# HF Trainer's rule for DeepSpeed's "auto" bucket sizes. DeepSpeed's own default (5e8
+# elements: a 2 GB fp32 bucket reduced every step) is made for billion-parameter models; on the
+# tiny ones it made a ZeRO-2 step 50x slower (4 s instead of 0.08 on two CPU processes).
+_AUTO_BUCKETS = {
+    "reduce_bucket_size": lambda hidden: hidden * hidden,
+    "stage3_prefetch_bucket_size": lambda hidden: int(0.9 * hidden * hidden),
+    "stage3_param_persistence_threshold": lambda hidden: 10 * hidden,
+}
+
+
+def size_buckets(config: dict[str, Any], hidden_size: int) -> dict[str, int]:
+    """Fill the ZeRO bucket sizes the config leaves out or sets to "auto", in place, from the
+    model's hidden size; returns what it set. Values the file gives are kept."""
+    zero = config.setdefault("zero_optimization", {})
+    stage = int(zero.get("stage", 0))
+    wanted = ["reduce_bucket_size"] if stage < 3 else list(_AUTO_BUCKETS)
+    sized = {}
+    for key in wanted:
+        if zero.get(key, "auto") == "auto":
+            zero[key] = sized[key] = _AUTO_BUCKETS[key](hidden_size)
+    return sized
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
@@ -113,6 +136,12 @@ def main(argv: list[str] | None = None) -> int:
 
     model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32)
     tied = tied_duplicates(model)
+    sized = size_buckets(config, model.config.hidden_size)
+    if sized:
+        log(
+            "bucket sizes from the model's hidden size: "
+            + ", ".join(f"{k}={v}" for k, v in sized.items())
+        )
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=args.weight_decay
     )
@@ -120,8 +149,9 @@ def main(argv: list[str] | None = None) -> int:
         optimizer, warmup_cosine(min(args.warmup_steps, args.steps), args.steps)
     )
     engine: Any
+    args.deepspeed_config = None  # the config goes in resolved; DeepSpeed refuses both
     engine, _, _, _ = deepspeed.initialize(
-        args=args, model=model, optimizer=optimizer, lr_scheduler=schedule
+        args=args, model=model, optimizer=optimizer, lr_scheduler=schedule, config=config
     )
     engine.train()
     data = batches(examples, args.batch_size, pad_id, seed=args.seed * 1000 + d.rank)

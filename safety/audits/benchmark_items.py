@@ -11,8 +11,9 @@ from agents.models import Agent, Checkpoint, Nomination
 from arena.competition.models import Phase
 from cluster.sandbox_files import SandboxPath, read_text
 from safety import contamination, files, hardcoded
-from safety.audits.agent_files import agent_files, agent_path
+from safety.audits.agent_files import AgentFiles, agent_files, agent_path
 from safety.audits.recording import MAX_EVIDENCE_MATCHES, AuditRun
+from safety.budget import BudgetSpent
 from safety.models import Finding
 from safety.ngrams import ItemIndex
 
@@ -20,25 +21,49 @@ CHECKPOINT_TEXT_FILES = ("tokenizer_config.json", "chat_template.jinja", "chat_t
 
 
 def audit_files(run: AuditRun, agent: Agent, text_index: ItemIndex, code_index: ItemIndex) -> None:
-    for path in agent_files(agent):
-        if files.is_data_file(path):
-            scan = contamination.scan_file(text_index, path)  # type: ignore[arg-type]  # SandboxPath is a Path at run time
-            if scan.skipped:
-                run.report.skipped.append(f"{path}: {scan.skipped}")
-            run.report.files_scanned += 1
-            run.report.records_scanned += scan.records
-            if scan.matches:
-                _record_contamination(run, agent, scan, hub_files=files.hub_snapshot_names(path))
-        elif files.is_code_file(path):
-            try:
-                text = files.read_code(path)
-            except OSError as refused:  # over the size bound, or changed into a link
-                run.report.skipped.append(f"{path}: {refused}")
-                continue
-            run.report.files_scanned += 1
-            found = list(hardcoded.find_hardcoded(code_index, source=str(path), text=text))
-            if found:
-                _record_hardcoded(run, agent, str(path), found, phase=None)
+    """Every data and code file of the agent, within the agent's budget for this run: once it
+    is spent, what was not read is noted (`AuditRun.left_unread`) and the audit moves on."""
+    with run.spending(agent) as budget:
+        _read_files(run, agent, agent_files(agent, budget), text_index, code_index)
+
+
+def _read_files(
+    run: AuditRun,
+    agent: Agent,
+    found: AgentFiles,
+    text_index: ItemIndex,
+    code_index: ItemIndex,
+) -> None:
+    budget = run.budget(agent)
+    try:
+        for path in found:
+            if files.is_data_file(path):
+                scan = contamination.scan_file(text_index, path, budget)  # type: ignore[arg-type]  # SandboxPath is a Path at run time
+                if scan.skipped:
+                    run.report.skipped.append(f"{path}: {scan.skipped}")
+                run.report.files_scanned += 1
+                run.report.records_scanned += scan.records
+                budget.files_read += 1
+                if scan.matches:
+                    hub_files = files.hub_snapshot_names(path)
+                    _record_contamination(run, agent, scan, hub_files=hub_files)
+                if scan.budget_spent:
+                    budget.at = path
+                    raise BudgetSpent(scan.skipped)
+            elif files.is_code_file(path):
+                try:
+                    text = files.read_code(path)
+                except OSError as refused:  # over the size bound, or changed into a link
+                    run.report.skipped.append(f"{path}: {refused}")
+                    continue
+                budget.read(len(text))
+                run.report.files_scanned += 1
+                budget.files_read += 1
+                found_here = list(hardcoded.find_hardcoded(code_index, source=str(path), text=text))
+                if found_here:
+                    _record_hardcoded(run, agent, str(path), found_here, phase=None)
+    except BudgetSpent:
+        run.left_unread(agent, during="the contamination scan", unread=found.left_unread())
 
 
 def _record_contamination(

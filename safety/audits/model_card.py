@@ -1,18 +1,25 @@
 """The nominee's model card against the run log the platform recorded (jobs, GPU-hours, data
-records, trainer steps, the data sets its trajectory shows it fetching)."""
+records, trainer steps, the data sets its trajectory shows it fetching), and the nominee's
+size against the base model's: its parameters in all and per token (a mixture of experts
+routes each token through a few experts), from the two config.json files, and against what
+its card claims (`parameters`, `active_parameters`)."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+import ijson
 from django.db.models import Sum
 
+from agents.checkpoint_config import ConfigInvalid, ParameterCount, config_parameters
+from agents.checkpoints import CheckpointInvalid, json_object
 from agents.models import Checkpoint, DataRecord, Nomination, TrajectoryEvent
 from agents.trajectory_selectors import trajectory_events
-from cluster.sandbox_files import read_bytes
+from cluster.sandbox_files import SandboxPath, as_sandbox_path
 from cluster.selectors import gpu_seconds_charged
 from safety import cards, files, trajectory_data
-from safety.audits.agent_files import agent_path
+from safety.audits.agent_files import agent_path, nominee_folder
 from safety.audits.recording import AuditRun
 from safety.models import Finding
 
@@ -30,10 +37,8 @@ def _lineage(checkpoint: Checkpoint) -> list[Checkpoint]:
 def _trainer_steps(checkpoint: Checkpoint) -> int | None:
     state = agent_path(checkpoint.agent, checkpoint.path) / "trainer_state.json"
     try:
-        step = json.loads(read_bytes(state, max_bytes=files.MAX_JSON_PARSE_BYTES)).get(
-            "global_step"
-        )
-    except (OSError, ValueError, AttributeError):  # a link, a FIFO, too large, not JSON
+        step = files.json_top_level_number(state, "global_step")
+    except (OSError, ijson.JSONError, UnicodeDecodeError):  # a link, a FIFO, not JSON
         return None
     return step if isinstance(step, int) else None
 
@@ -92,9 +97,95 @@ def _trajectory_datasets(nomination: Nomination) -> list[trajectory_data.SeenDat
     )
 
 
+# A nominee whose size is within this share of the base's (a vocabulary grown by a few
+# tokens) differs a little (low); beyond it, it is another model (high).
+SMALL_SIZE_CHANGE = 0.01
+
+
+def parameters_of(config: SandboxPath) -> ParameterCount | None:
+    """Total and active parameters from a config.json (read bounded, nothing followed, every
+    number checked: `agents.checkpoint_config`); None where it is unreadable or says too
+    little."""
+    try:
+        return config_parameters(json_object(config))
+    except (CheckpointInvalid, ConfigInvalid):
+        return None
+
+
+def size_discrepancies(
+    nominee: ParameterCount | None, base: ParameterCount | None, card: dict[str, object]
+) -> list[cards.Discrepancy]:
+    """The nominee's total and active parameters against the base model's, and against those
+    its card claims; each message names both counts of both."""
+    found: list[cards.Discrepancy] = []
+    if nominee is None:
+        return found
+    measured = {"total": nominee.total, "active": nominee.active}
+    if base is not None and (nominee.total, nominee.active) != (base.total, base.active):
+        change = max(abs(nominee.total - base.total), abs(nominee.active - base.active))
+        found.append(
+            cards.Discrepancy(
+                "parameters_base",
+                "parameters",
+                "low" if change <= SMALL_SIZE_CHANGE * base.total else "high",
+                f"the nominee has {nominee.total:,} parameters, {nominee.active:,} active per "
+                f"token; the base model has {base.total:,}, {base.active:,} active",
+                measured,
+                {"base_total": base.total, "base_active": base.active, **_layout(nominee, base)},
+            )
+        )
+    claims = {"total": card.get("parameters"), "active": card.get("active_parameters")}
+    wrong = {k: v for k, v in claims.items() if isinstance(v, int) and v != measured[k]}
+    if wrong:
+        found.append(
+            cards.Discrepancy(
+                "parameters_claimed",
+                "parameters" if "total" in wrong else "active_parameters",
+                "low",
+                f"the card claims {_claimed(claims)}; the nominee has {nominee.total:,} "
+                f"parameters, {nominee.active:,} active per token",
+                {k: v for k, v in claims.items() if v is not None},
+                measured,
+            )
+        )
+    return found
+
+
+def _claimed(claims: dict[str, object]) -> str:
+    said = []
+    if isinstance(claims["total"], int):
+        said.append(f"{claims['total']:,} parameters")
+    if isinstance(claims["active"], int):
+        said.append(f"{claims['active']:,} active per token")
+    return ", ".join(said)
+
+
+def _layout(nominee: ParameterCount, base: ParameterCount) -> dict[str, object]:
+    return {
+        "layers": [nominee.layers, base.layers],
+        "experts": [nominee.experts, base.experts],
+        "experts_per_token": [nominee.experts_per_token, base.experts_per_token],
+        "exact": nominee.exact and base.exact,
+    }
+
+
+def _base_config(nomination: Nomination) -> SandboxPath | None:
+    folder = nomination.phase.competition.base_model
+    if not folder or not Path(folder).is_dir():
+        return None
+    # The platform's own folder (a hub snapshot links its files to blobs): the link is its own.
+    return as_sandbox_path((Path(folder) / "config.json").resolve())
+
+
 def audit_model_card(run: AuditRun, nomination: Nomination) -> None:
     log = run_log_for(nomination)
-    for found in cards.card_discrepancies(nomination.card_fields or {}, log):
+    base = _base_config(nomination)
+    sizes = size_discrepancies(
+        parameters_of(nominee_folder(nomination) / "config.json"),
+        parameters_of(base) if base is not None else None,
+        nomination.card_fields or {},
+    )
+    for found in [*cards.card_discrepancies(nomination.card_fields or {}, log), *sizes]:
         run.record(
             agent=nomination.agent,
             kind=Finding.Kind.MODEL_CARD,

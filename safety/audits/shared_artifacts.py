@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import stat
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,6 +18,7 @@ from cluster.sandbox_files import SandboxPath
 from safety import artifacts, files
 from safety.audits.agent_files import agent_files, agent_path
 from safety.audits.recording import AuditRun
+from safety.budget import Budget, BudgetSpent
 from safety.models import Finding
 
 
@@ -65,18 +67,38 @@ class _Copy:
     registered: bool
 
 
-def _data_copies(agent: Agent) -> dict[str, list[_Copy]]:
+def _data_copies(run: AuditRun, agent: Agent) -> dict[str, list[_Copy]]:
     """sha256 -> where this agent holds that content: its data records (whole, and each
-    file of a folder) and the data files of its sandbox of at least HASH_MIN_BYTES."""
+    file of a folder) and the data files of its sandbox of at least HASH_MIN_BYTES, as far
+    as the agent's budget for this run reaches (the rest is noted as left unread)."""
     copies: dict[str, list[_Copy]] = defaultdict(list)
-    for record in DataRecord.objects.filter(agent=agent):
+    records = list(DataRecord.objects.filter(agent=agent))
+    for record in records:  # the hashes the platform stored cost nothing
         copies[record.sha256].append(_Copy(agent, record.path, record.created_at, True))
+    with run.spending(agent) as budget:
+        found = agent_files(agent, budget)
+        try:
+            _hash_files(agent, records, found, copies, budget)
+        except BudgetSpent:
+            during = "the hashes for the cross-agent comparison"
+            run.left_unread(agent, during=during, unread=found.left_unread())
+    return copies
+
+
+def _hash_files(
+    agent: Agent,
+    records: list[DataRecord],
+    found: Iterable[SandboxPath],
+    copies: dict[str, list[_Copy]],
+    budget: Budget,
+) -> None:
+    for record in records:
         folder = agent_path(agent, record.path)
         with contextlib.suppress(OSError):  # gone, or a link now: nothing to compare
             if not stat.S_ISDIR(folder.stat().st_mode):
                 continue
-        for path in files.walk(folder):
-            sha = _hash_if_large(path)
+        for path in files.walk(folder, budget):
+            sha = _hash_if_large(path, budget)
             if sha is not None:
                 copies[sha].append(_Copy(agent, str(path), record.created_at, True))
     # What the platform itself delivered (the feedback bundles: the same public leaderboard
@@ -85,24 +107,30 @@ def _data_copies(agent: Agent) -> dict[str, list[_Copy]]:
         Path(folder)
         for folder in FeedbackBundle.objects.filter(agent=agent).values_list("folder", flat=True)
     ]
-    for path in agent_files(agent):
+    for path in found:
         if any(path.path.is_relative_to(folder) for folder in delivered):
             continue
-        sha = _hash_if_large(path) if files.is_data_file(path) else None
+        sha = _hash_if_large(path, budget) if files.is_data_file(path) else None
         if sha is not None:
             when = datetime.fromtimestamp(path.stat().st_mtime, tz=UTC)
             copies[sha].append(_Copy(agent, str(path), when, False))
-    return copies
 
 
-def _hash_if_large(path: SandboxPath) -> str | None:
+def _hash_if_large(path: SandboxPath, budget: Budget) -> str | None:
     """The file's hash if it is large enough to compare (HASH_MIN_BYTES) and small enough to
-    read (MAX_DATA_FILE_BYTES); None otherwise, or if it changed into something unreadable."""
+    read (MAX_DATA_FILE_BYTES); None otherwise, or if it changed into something unreadable.
+    Its size is charged to `budget` first, and the hash stops at the budget's deadline."""
     try:
-        if path.stat().st_size < files.HASH_MIN_BYTES:
+        size = path.stat().st_size
+        if size < files.HASH_MIN_BYTES:
             return None
-        return files.file_sha256(path, max_bytes=files.MAX_DATA_FILE_BYTES)
+        if size <= files.MAX_DATA_FILE_BYTES:
+            budget.read(size)
+        return files.file_sha256(
+            path, max_bytes=files.MAX_DATA_FILE_BYTES, deadline=budget.deadline
+        )
     except OSError:
+        budget.check()  # a hash stopped at the deadline: the budget is spent
         return None
 
 
@@ -112,7 +140,7 @@ def audit_shared_data(
     public = frozenset().union(*(r.file_hashes for r in references.values()))
     holders: dict[str, list[_Copy]] = defaultdict(list)
     for agent in Agent.objects.all():
-        for sha, copies in _data_copies(agent).items():
+        for sha, copies in _data_copies(run, agent).items():
             if sha not in public:
                 holders[sha].extend(copies)
     audited_ids = {a.pk for a in audited}

@@ -1,6 +1,9 @@
 """A nominee that is a reference model: the instruct model byte for byte (critical), the base
-model unchanged (info), or within a fraction of the base-to-instruct distance of the instruct
-model (high)."""
+model unchanged (info: byte for byte, or value for value in files saved anew), or within a
+fraction of the base-to-instruct distance of the instruct model (high).
+
+The distances (`safety.artifacts`) compare every tensor, a mixture of experts' included: each
+routed expert (fused or saved apart), the router, the shared experts, Mamba's weights."""
 
 from __future__ import annotations
 
@@ -75,10 +78,21 @@ def audit_substitution(
         run.report.errors.append(f"checkpoint {checkpoint.pk}: distance not measured ({exc})")
         return
     gap = "n/a" if distance.gap_ratio is None else f"{distance.gap_ratio:.3g}"
+    to_base = "n/a" if distance.base_relative_l2 is None else f"{distance.base_relative_l2:.3g}"
     run.log(
         f"  distance to the instruct reference: relative L2 {distance.relative_l2:.3g}, "
-        f"gap ratio {gap}"
+        f"gap ratio {gap}; to the base: relative L2 {to_base}"
     )
+    if distance.same_as_base:  # the base's weights in other files: re-saved, another layout
+        run.record(
+            **base_fields,
+            severity="info",
+            summary=f"the nominated checkpoint {checkpoint.pk} is the base model, unchanged "
+            "(its weights saved anew)",
+            evidence={**where, "reference": str(reference.base), **distance.evidence()},
+            key=f"content\0base\0{weights_sha256}",
+        )
+        return
     if distance.too_close:
         run.record(
             **base_fields,

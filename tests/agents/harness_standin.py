@@ -1,13 +1,14 @@
 """A stand-in for the shipped harness (`agents.harness`), selected with AGENTS_HARNESS_MODULE
-in tests/agents/test_runs.py: it reports what the keeper gave it and starts one tool the way
-the harness does (as the agent's user, inside the run's limits), then exits 0."""
+in tests/agents/test_runs.py and tests/security/test_storage_quota.py: it reports what the
+keeper gave it and runs one tool call through the harness's own executor, wired as the harness
+wires it for a supervised run, then exits 0. The calls are ARENA_STANDIN_TOOLS (JSON), or one that says
+who and where it runs."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import subprocess
 import sys
 
 
@@ -18,36 +19,24 @@ def main() -> int:
     import django
 
     django.setup()
+    from agents.harness.run import tool_executor
     from agents.runs.limits import RunLimits
     from agents.runs.models import AgentRun
 
     run = AgentRun.objects.select_related("agent").get(pk=run_id)
-    limits = RunLimits.for_run(run_id)
-    tool = subprocess.run(
-        [
-            "/usr/sbin/runuser",
-            "-u",
-            run.agent.unix_user,
-            "--",
-            "sh",
-            "-c",
-            "id -un; cat /proc/self/cgroup",
-        ],
-        preexec_fn=limits.preexec,
-        capture_output=True,
-        text=True,
-        cwd=run.agent.sandbox,
-        env={"PATH": "/usr/bin:/bin", "HOME": run.agent.sandbox},
-        timeout=30,
-    )
+    tools = tool_executor(run.agent, run_id=run.pk, preexec=RunLimits.for_run(run_id).preexec)
+    calls = json.loads(os.environ.get("ARENA_STANDIN_TOOLS", '["id -un; cat /proc/self/cgroup"]'))
+    outputs = [tools.shell(call).output for call in calls]
     with open(f"/proc/{os.getpid()}/cgroup") as own:
         harness_cgroup = own.read()
     report = {
         "uid": os.getuid(),
         "token": os.environ.get("ARENA_SCAFFOLD_TOKEN", ""),
         "proxy_url": os.environ.get("ARENA_PROXY_URL", ""),
+        "environment": sorted(os.environ),
         "harness_cgroup": harness_cgroup,
-        "tool_output": tool.stdout,
+        "tool_output": outputs[0],
+        "tool_outputs": outputs,
     }
     print("REPORT " + json.dumps(report), flush=True)
     return 0

@@ -23,6 +23,13 @@ def test_the_pareto_set_and_a_post_peak_warning_are_spelled_out():
     assert "WARNING" not in show_progress({**PROGRESS, "post_peak": None})
 
 
+def test_a_checkpoint_without_a_headline_says_why():
+    text = show_progress(
+        {**PROGRESS, "without_headline": {"9": "no benchmark where instruct beats base"}}
+    )
+    assert "checkpoint      9  no headline: no benchmark where instruct beats base" in text
+
+
 def test_a_run_shows_each_score_and_on_request_each_item():
     run = {
         "id": 3, "checkpoint": 7, "benchmarks": ["gsm8k", "mmlu"], "state": "done", "job": "41",

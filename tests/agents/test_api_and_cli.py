@@ -7,7 +7,6 @@ import json
 import re
 import subprocess
 import time
-from pathlib import Path
 
 import httpx2
 import pytest
@@ -15,10 +14,11 @@ from django.urls import resolve
 
 from agents.sandboxes import UnixSandboxes
 from agents.services import agent_deprovision, agent_provision
+from tests.support.workers import worker_path
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-ROOT = Path("/tmp/arena-sandboxes-test")
+ROOT = worker_path("/tmp/arena-sandboxes-test")
 
 
 @pytest.fixture

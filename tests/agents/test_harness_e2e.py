@@ -42,11 +42,14 @@ from tests.conftest import ROOT, _database_url_for_subprocess
 from tests.safety.conftest import ITEMS
 from tests.security.test_platform_ports import reach_as
 from tests.support.scripted_llm import Script
+from tests.support.workers import worker_path
 
 pytestmark = pytest.mark.slow
 
-SANDBOXES = Path("/tmp/arena-sandboxes-harness-e2e")
-SHARED_MODELS = Path("/tmp/arena-harness-models")  # world-readable, as the cluster's model store
+SANDBOXES = worker_path("/tmp/arena-sandboxes-harness-e2e")
+SHARED_MODELS = worker_path(
+    "/tmp/arena-harness-models"
+)  # world-readable, as the cluster's model store
 POLICIES = ROOT / "agents" / "harness" / "policies"
 DEMO_POLICY = POLICIES / "demo.json"
 PLANTED = POLICIES / "planted_download.json"

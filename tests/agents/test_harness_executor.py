@@ -17,9 +17,10 @@ from django.conf import settings
 
 from agents.harness.executor import ToolExecutor
 from agents.sandboxes import UnixSandboxes
+from tests.support.workers import worker_name, worker_path
 
-ROOT = Path("/tmp/arena-sandboxes-harness-exec")
-USER = "agent_hx_exec"
+ROOT = worker_path("/tmp/arena-sandboxes-harness-exec")
+USER = f"agent_{worker_name('hx_exec')}"  # its home is this worker's root: one per worker
 
 
 @pytest.fixture(scope="module")
@@ -172,3 +173,14 @@ def test_the_supervisors_preexec_runs_in_the_tools_process(tools, home):
     assert limited.view_file("/proc/self/limits").exit_code == 0
     assert "123" in limited.view_file("/proc/self/limits").output
     assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] != 123 or os.getpid() == 1
+
+
+def test_a_timeout_leaves_no_zombie_of_a_wide_tree_whose_parents_die_with_it(tools):
+    """Killing a tree is not one step: children reparented to the harness after their parents
+    die (killed in the same pass) must be reaped too, not left as zombies."""
+    result = tools.shell(
+        "for i in $(seq 30); do setsid bash -c 'sleep 1000 & sleep 1000 & wait' & done; wait",
+        timeout_s=2,
+    )
+    assert result.exit_code is None
+    assert agent_processes() == []  # at once: the kill waited until nothing was left

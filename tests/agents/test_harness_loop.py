@@ -30,8 +30,9 @@ from agents.sandboxes import UnixSandboxes
 from agents.services import agent_create, token_issue
 from tests import factories
 from tests.conftest import ROOT, _database_url_for_subprocess
+from tests.support.workers import worker_path
 
-SANDBOXES = Path("/tmp/arena-sandboxes-harness-loop")
+SANDBOXES = worker_path("/tmp/arena-sandboxes-harness-loop")
 USER = "agent_hx_loop"
 
 

@@ -80,3 +80,29 @@ def test_without_a_phase_nothing_can_be_nominated():
 def test_a_model_card_needs_its_front_matter(card, message):
     with pytest.raises(RegistrationRefused, match=message):
         parse_model_card(card)
+
+
+@pytest.mark.parametrize(
+    ("card", "message"),
+    [
+        (CARD.replace("steps: 250", "steps: &n 250\nagain: *n"), "anchors or aliases"),
+        (CARD.replace("hardware: 2 x H100", "hardware: " + "x" * 1_001), "longer than 1000"),
+        (CARD.replace("steps: 250", "steps: " + "9" * 5_000), "YAML cannot read"),
+        (CARD.replace("gpu_hours: 1.5", "gpu_hours: .nan"), "'gpu_hours' must be a number"),
+        (CARD.replace("[generated:tiny-chats]", "[[[[x]]]]"), "nests deeper"),
+        (CARD.replace("---\n#", "extra: [" + "1, " * 2_000 + "1]\n---\n#"), "more than 2000"),
+        ("---\n" + "x: 1\n" * 4_000 + "---\n", "longer than 16384 bytes"),
+    ],
+)
+def test_a_model_card_beyond_the_readers_bounds_is_refused(card, message):
+    with pytest.raises(RegistrationRefused, match=message):
+        parse_model_card(card)
+
+
+def test_only_the_known_fields_of_a_card_are_kept():
+    card = CARD.replace("---\n#", "jobs: [12, '13']\nwhatever: {deep: [1]}\n---\n#")
+
+    fields = parse_model_card(card)
+
+    assert fields["jobs"] == [12, "13"] and fields["steps"] == 250
+    assert "whatever" not in fields

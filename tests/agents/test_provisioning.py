@@ -13,10 +13,11 @@ from agents.selectors import agent_for_token
 from agents.services import agent_deprovision, agent_provision
 from cluster.reasons import submit_error
 from cluster.slurm import cli
+from tests.support.workers import worker_path
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-ROOT = Path("/tmp/arena-sandboxes-test")
+ROOT = worker_path("/tmp/arena-sandboxes-test")
 
 
 @pytest.fixture
@@ -50,6 +51,8 @@ def test_two_agents_are_isolated_in_files_accounts_and_tokens(provision):
         assert (
             f"ARENA_TOKEN={done.api_token}" in config
             and f"OPENAI_API_KEY={done.proxy_token}" in config
+            and f"ANTHROPIC_API_KEY={done.proxy_token}" in config
+            and "ANTHROPIC_BASE_URL=" in config
         )
 
     # Files: alice can neither list nor read bob's sandbox.

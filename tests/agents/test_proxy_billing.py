@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 from typing import Any
@@ -20,8 +19,9 @@ import httpx2
 import pytest
 
 from agents.models import Agent, ProxyCall, Upstream
-from agents.services import agent_create, cost_usd, token_issue
+from agents.services import cost_usd
 from tests.support.billing_llm import BillingLLM
+from tests.support.proxy_calls import proxy_agent, settled
 from tests.support.scripted_llm import Script
 
 pytestmark = pytest.mark.slow
@@ -53,11 +53,6 @@ def upstreams(billing_llm):
     }
 
 
-def _agent(name: str, credit: str = "100") -> tuple[Agent, str]:
-    agent = agent_create(name=name, credit_limit=Decimal(credit))
-    return agent, token_issue(agent=agent, kind="proxy")
-
-
 def _post(arena, token: str, body: dict[str, Any], timeout: float = 60) -> httpx2.Response:
     return httpx2.post(
         f"{arena.url}/proxy/v1/chat/completions",
@@ -78,17 +73,6 @@ def _billed(billing_llm: BillingLLM, upstream: Upstream) -> Decimal:
     )
 
 
-def _settled(agent: Agent, *, calls: int = 1, within_s: float = 15) -> Agent:
-    """The agent once its calls are settled (the proxy may finish one after its client left)."""
-    deadline = time.monotonic() + within_s
-    while True:
-        agent.refresh_from_db()
-        done = ProxyCall.objects.filter(agent=agent).exclude(status=0).count()
-        if (done >= calls and agent.credit_reserved == 0) or time.monotonic() > deadline:
-            return agent
-        time.sleep(0.1)
-
-
 def _assert_charged_covers_bill(agent: Agent, billing_llm: BillingLLM, upstream: Upstream):
     charged = sum((c.cost_usd for c in ProxyCall.objects.filter(agent=agent)), Decimal(0))
     reserved = sum((c.reserved_usd for c in ProxyCall.objects.filter(agent=agent)), Decimal(0))
@@ -100,36 +84,36 @@ def _assert_charged_covers_bill(agent: Agent, billing_llm: BillingLLM, upstream:
 
 
 def test_n_choices_are_charged_for_every_choice(arena, upstreams, billing_llm):
-    agent, token = _agent("nina")
+    agent, token = proxy_agent("nina")
     reply = _post(
         arena, token, {"model": "billing", "messages": MESSAGES, "n": 8, "max_tokens": 3000}
     )
     assert reply.status_code == 200 and len(reply.json()["choices"]) == 8
-    _assert_charged_covers_bill(_settled(agent), billing_llm, upstreams["billing"])
+    _assert_charged_covers_bill(settled(agent), billing_llm, upstreams["billing"])
 
 
 def test_tools_and_response_format_are_charged_as_prompt(arena, upstreams, billing_llm):
-    agent, token = _agent("tess")
+    agent, token = proxy_agent("tess")
     properties = {f"field_{i}": {"type": "string", "description": "x " * 40} for i in range(900)}
     tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": properties}}}]  # fmt: skip
     schema = {"type": "json_schema", "json_schema": {"name": "s", "schema": {"type": "object", "properties": properties}}}  # fmt: skip
     for extra in ({"tools": tools}, {"response_format": schema}):
         body = {"model": "billing", "messages": MESSAGES, "max_tokens": 10, **extra}
         assert _post(arena, token, body).status_code == 200
-    agent = _settled(agent, calls=2)
+    agent = settled(agent, calls=2)
     assert billing_llm.billed()[0].prompt_tokens > 50_000
     _assert_charged_covers_bill(agent, billing_llm, upstreams["billing"])
 
 
 def test_an_unset_max_tokens_is_bounded_by_the_proxy(arena, upstreams, billing_llm):
-    agent, token = _agent("mona")
+    agent, token = proxy_agent("mona")
     assert _post(arena, token, {"model": "billing", "messages": MESSAGES}).status_code == 200
     assert billing_llm.billed()[0].completion_tokens == 4096
-    _assert_charged_covers_bill(_settled(agent), billing_llm, upstreams["billing"])
+    _assert_charged_covers_bill(settled(agent), billing_llm, upstreams["billing"])
 
 
 def test_a_stream_closed_after_its_first_chunk_is_charged_its_bill(arena, upstreams, billing_llm):
-    agent, token = _agent("sam")
+    agent, token = proxy_agent("sam")
     big = [{"role": "user", "content": "lorem ipsum, " * 8000}]  # ~100 KB
     body = {"model": "billing", "messages": big, "max_tokens": 2000, "stream": True}
     with httpx2.stream(
@@ -141,18 +125,18 @@ def test_a_stream_closed_after_its_first_chunk_is_charged_its_bill(arena, upstre
     ) as reply:
         first = next(reply.iter_lines())
         assert first.startswith("data: ")
-    agent = _settled(agent)
+    agent = settled(agent)
     call = ProxyCall.objects.get(agent=agent)
     assert call.prompt_tokens > 0
     _assert_charged_covers_bill(agent, billing_llm, upstreams["billing"])
 
 
 def test_a_client_that_hangs_up_on_a_whole_answer_is_still_charged(arena, upstreams, billing_llm):
-    agent, token = _agent("hank")
+    agent, token = proxy_agent("hank")
     body = {"model": "billing-slow", "messages": MESSAGES, "max_tokens": 1000}
     with pytest.raises(httpx2.TimeoutException):
         _post(arena, token, body, timeout=0.5)
-    agent = _settled(agent)
+    agent = settled(agent)
     _assert_charged_covers_bill(agent, billing_llm, upstreams["billing-slow"])
 
 
@@ -198,7 +182,7 @@ def test_a_client_that_hangs_up_on_a_whole_answer_is_still_charged(arena, upstre
     ],  # fmt: skip
 )
 def test_what_the_proxy_cannot_price_is_refused(arena, upstreams, billing_llm, extra):
-    agent, token = _agent("uma")
+    agent, token = proxy_agent("uma")
     reply = _post(arena, token, {"model": "billing", "messages": MESSAGES, **extra})
     assert reply.status_code == 400, reply.text
     error = reply.json()["error"]
@@ -209,7 +193,7 @@ def test_what_the_proxy_cannot_price_is_refused(arena, upstreams, billing_llm, e
 
 
 def test_mixed_concurrent_calls_are_charged_at_least_their_bill(arena, upstreams, billing_llm):
-    agent, token = _agent("cody", credit="5")
+    agent, token = proxy_agent("cody", credit="5")
     tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "description": "y " * 3000}}}]  # fmt: skip
     bodies = [
         {"model": "billing", "messages": MESSAGES, "n": 4, "max_tokens": 500},
@@ -225,7 +209,7 @@ def test_mixed_concurrent_calls_are_charged_at_least_their_bill(arena, upstreams
     with ThreadPoolExecutor(max_workers=len(bodies)) as pool:
         statuses = list(pool.map(call, bodies))
     assert set(statuses) <= {200, 402} and 200 in statuses
-    agent = _settled(agent, calls=statuses.count(200))
+    agent = settled(agent, calls=statuses.count(200))
     assert agent.credit_spent <= agent.credit_limit
     _assert_charged_covers_bill(agent, billing_llm, upstreams["billing"])
     assert json.dumps(statuses)  # every call answered
@@ -242,11 +226,11 @@ def test_a_call_whose_usage_is_unknown_is_charged_its_reservation(arena, scripte
         name="opaque", base_url=scripted_llm.base_url, upstream_model="usage-unknown",
         usd_per_million_prompt_tokens=Decimal("2.50"), usd_per_million_completion_tokens=Decimal("10"),
     )  # fmt: skip
-    agent, token = _agent("opal")
+    agent, token = proxy_agent("opal")
     body = {"model": "opaque", "messages": MESSAGES, "max_tokens": 100, "stream": True}
     with contextlib.suppress(httpx2.HTTPError):  # a cut reaches the agent as a broken stream
         _post(arena, token, body)
-    agent = _settled(agent)
+    agent = settled(agent)
     call = ProxyCall.objects.get(agent=agent)
     assert call.cost_usd == call.reserved_usd > 0 and "no usage" in call.error
     assert agent.credit_spent == call.reserved_usd and agent.credit_reserved == 0
@@ -258,10 +242,10 @@ def test_an_upstream_error_is_charged_nothing_and_releases_the_reservation(arena
         name="failing", base_url=scripted_llm.base_url, upstream_model="failing",
         usd_per_million_prompt_tokens=Decimal("2.50"), usd_per_million_completion_tokens=Decimal("10"),
     )  # fmt: skip
-    agent, token = _agent("fay")
+    agent, token = proxy_agent("fay")
     for stream in (False, True):
         body = {"model": "failing", "messages": MESSAGES, "max_tokens": 10, "stream": stream}
         assert _post(arena, token, body).status_code == 502
-    agent = _settled(agent, calls=2)
+    agent = settled(agent, calls=2)
     assert agent.credit_spent == 0 and agent.credit_reserved == 0
     assert [c.status for c in ProxyCall.objects.filter(agent=agent)] == [500, 500]

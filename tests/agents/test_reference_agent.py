@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from pathlib import Path
 import pytest
 import torch
 from django.utils import timezone
+from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from agents.checkpoints import inspect_checkpoint
@@ -35,9 +37,12 @@ from agents.services import agent_deprovision, agent_provision
 from arena.competition.models import Phase
 from tests import factories
 from tests.conftest import ROOT, TEST_LOG_DIR
+from tests.support.workers import agent_user, worker_path
 
-SANDBOXES = Path("/tmp/arena-sandboxes-reference")
-SHARED_MODELS = Path("/tmp/arena-reference-models")  # world-readable, as a cluster's model store
+SANDBOXES = worker_path("/tmp/arena-sandboxes-reference")
+SHARED_MODELS = worker_path(
+    "/tmp/arena-reference-models"
+)  # world-readable, as a cluster's model store
 # Not the agent's own held-out prompts: the test's fixed set, phrased its own way.
 PROMPTS = [
     "What is 2 plus 3?",
@@ -366,13 +371,15 @@ def test_dpo_on_vote_pairs_makes_a_valid_checkpoint_that_prefers_the_winners(tin
 
 
 @pytest.mark.slow
-def test_the_lora_recipe_teaches_the_base_model_to_stop(tiny_models, tmp_path):
+@pytest.mark.parametrize("kit", ["tiny_nemotron_models", "tiny_models"])
+def test_the_lora_recipe_teaches_the_base_model_to_stop(kit, request, tmp_path):
+    models = request.getfixturevalue(kit)
     data, prompts = tmp_path / "sft.jsonl", tmp_path / "prompts.json"
     write_export(data, [{"messages": chat} for chat in instruction_chats(0, 400)])
     prompts.write_text(json.dumps(PROMPTS))
     out = tmp_path / "sft" / "checkpoint"
     done = subprocess.run(
-        [sys.executable, "-m", "agents.reference.train_sft", "--model", str(tiny_models / "base"),
+        [sys.executable, "-m", "agents.reference.train_sft", "--model", str(models / "base"),
          "--data", str(data), "--out", str(out), "--method", "lora", "--steps", "100",
          "--eval-prompts", str(prompts), "--summary", str(tmp_path / "summary.json")],
         capture_output=True, text=True, cwd=ROOT, timeout=300, check=False,
@@ -381,8 +388,29 @@ def test_the_lora_recipe_teaches_the_base_model_to_stop(tiny_models, tmp_path):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert not list(out.glob("adapter*")), "the adapters are merged into a plain checkpoint"
     inspect_checkpoint(out)
-    assert end_of_turn_rate(tiny_models / "base") <= 0.1
+    assert end_of_turn_rate(models / "base") <= 0.1
     assert end_of_turn_rate(out) >= 0.9
+
+    before, after = (
+        load_file(models / "base" / "model.safetensors"),
+        load_file(out / "model.safetensors"),
+    )
+    changed = {name for name in before if not torch.equal(before[name], after[name])}
+    if (
+        kit == "tiny_nemotron_models"
+    ):  # Nemotron-H: the fused experts are adapted, Mamba's out_proj is not
+        said = done.stdout + done.stderr
+        assert "expert weights experts.down_proj, experts.up_proj" in said, said[-3000:]
+        assert "not on Mamba out_proj" in said, said[-3000:]
+        # Saved as the hub's Nemotron-H checkpoints are: one tensor per expert.
+        assert any(re.search(r"\.mixer\.experts\.\d+\.up_proj", name) for name in changed), sorted(
+            changed
+        )
+        assert any(".mixer.in_proj." in name for name in changed), sorted(changed)
+        assert not any(".mixer.out_proj." in name for name in changed), sorted(changed)
+    else:
+        assert any(".mlp.gate_proj." in name for name in changed), sorted(changed)
+    assert not any("norm" in name for name in changed), "LoRA leaves what it does not adapt"
 
 
 # --- both phases on the real cluster, as the agent -------------------------------------------
@@ -465,7 +493,7 @@ def test_the_reference_agent_trains_stops_and_nominates_in_both_phases(
     checkpoint = nominated.checkpoint
     assert checkpoint.agent == agent.agent and checkpoint.parent is None
     assert checkpoint.job.state == "COMPLETED" and checkpoint.job.gpus == 2
-    assert checkpoint.job.account.name == "agent_ref_alice"
+    assert checkpoint.job.account.name == agent_user("ref_alice")
     (record,) = checkpoint.data_records.all()
     assert record.rows == 400 and record.tokens > 400 * 10
     assert record.sources[0].startswith("generated:rsi-arena/reference-agent/instructions-v1")

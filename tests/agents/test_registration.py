@@ -16,10 +16,11 @@ from agents.services import agent_deprovision, agent_provision
 from tests import factories
 from tests.agents.test_api_and_cli import cli
 from tests.agents.test_nominations import CARD
+from tests.support.workers import worker_path
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-ROOT = Path("/tmp/arena-sandboxes-test")
+ROOT = worker_path("/tmp/arena-sandboxes-test")
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ import httpx2
 import openai
 import pytest
 
-from agents.harness.scripted_upstream import Policy, ScriptedUpstream
+from agents.harness.scripted_upstream import KEY_VARIABLE, Policy, ScriptedUpstream
 from tests.conftest import ROOT
 
 STEPS = [
@@ -101,21 +101,36 @@ def test_it_starts_from_the_command_line_with_the_shipped_demo_policy():
     server = subprocess.Popen(
         [sys.executable, "-m", "agents.harness.scripted_upstream", "--port", str(port),
          "--policy", "agents/harness/policies/demo.json", "--var", "model_source=/models/x"],
-        cwd=ROOT, env=os.environ.copy(),
+        cwd=ROOT, env={**os.environ, KEY_VARIABLE: "the-proxys-key"},
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 30
         while True:
             try:
-                listed = httpx2.get(f"http://127.0.0.1:{port}/v1/models", timeout=2)
+                httpx2.get(f"http://127.0.0.1:{port}/health", timeout=2)
                 break
             except httpx2.HTTPError:
                 assert time.monotonic() < deadline and server.poll() is None
                 time.sleep(0.2)
+        models = f"http://127.0.0.1:{port}/v1/models"
+        listed = httpx2.get(models, headers={"Authorization": "Bearer the-proxys-key"}, timeout=5)
         assert listed.json()["data"] == [{"id": "scripted-agent", "object": "model"}]
+        assert httpx2.get(models, timeout=5).status_code == 401
+        wrong = httpx2.get(models, headers={"Authorization": "Bearer guess"}, timeout=5)
+        assert wrong.status_code == 401
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=10)
+
+
+def test_the_command_line_refuses_to_start_without_the_proxys_key():
+    env = {name: value for name, value in os.environ.items() if name != KEY_VARIABLE}
+    done = subprocess.run(
+        [sys.executable, "-m", "agents.harness.scripted_upstream", "--port", "9",
+         "--policy", "agents/harness/policies/demo.json"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2 and KEY_VARIABLE in done.stderr
 
 
 def test_a_new_conversation_starts_the_play_over():

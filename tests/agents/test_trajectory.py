@@ -125,17 +125,31 @@ def test_output_with_a_nul_and_a_lone_surrogate_is_stored(ann):
     assert events(ann, "api_call")[-1].payload["body"] == {"\\0path": "x\\0"}
 
 
-def test_past_the_day_bound_events_are_dropped_and_counted(ann, settings):
-    settings.AGENTS_TRAJECTORY_DAY_EVENTS = 1
+def test_past_the_reports_day_bound_reports_are_dropped_and_counted(ann, settings):
+    settings.AGENTS_TRAJECTORY_REPORTED_DAY_EVENTS = 2  # a report and the record of its call
     client = api(token_issue(agent=ann, kind="api"))
 
     assert report_tool_call(client, command="first").status_code == 201
     full = report_tool_call(client, command="second")
 
     assert full.status_code == 429 and full.json()["error"]["code"] == "trajectory_full"
-    assert [e.payload["command"] for e in TrajectoryEvent.objects.all()] == ["first"]
-    # Both API calls and the second tool call were dropped, and counted.
-    assert TrajectoryDay.objects.get(agent=ann).dropped == 3
+    reports = TrajectoryEvent.objects.filter(kind="tool_call")
+    assert [e.payload["command"] for e in reports] == ["first"]
+    # The second tool call and the record of the call that carried it were dropped, and counted.
+    day = TrajectoryDay.objects.get(agent=ann)
+    assert (day.dropped, day.reported_events, day.events) == (2, 2, 0)
+
+
+def test_past_the_platforms_day_bound_observed_events_are_dropped_and_counted(ann, settings):
+    settings.AGENTS_TRAJECTORY_API_DAY_EVENTS = 1
+    client = api(token_issue(agent=ann, kind="api"))
+
+    assert client.get("/api/v1/budget").status_code in {200, 409}
+    assert client.get("/api/v1/checkpoints").status_code == 200  # the call is never refused
+
+    assert [e.payload["path"] for e in events(ann, "api_call")] == ["/api/v1/budget"]
+    assert TrajectoryDay.objects.get(agent=ann).dropped == 1
+    assert report_tool_call(client, command="still kept").status_code == 201
 
 
 def test_a_failure_to_record_never_breaks_the_call(ann, monkeypatch):
@@ -243,6 +257,27 @@ def test_a_whole_reply_is_collected_up_to_its_bound():
     reply.add_completion({"choices": [{"message": message}]})
     assert reply.text() == "z" * REPLY_CHARS + "…[reply cut]"
     assert reply.calls() == [{"id": "call_9", "name": "editor", "arguments": "{}"}]
+
+
+def test_the_commands_a_reply_proposes_in_fenced_shell_blocks_are_kept_apart(ann):
+    # As mini-swe-agent's model answers: a thought, then exactly one ```bash block it runs.
+    reply = ReplyCollector()
+    reply.add_completion({"choices": [{"message": {"content": (
+        "THOUGHT: look at the data first.\n\n```bash\nls -la data/ && wc -l data/*.jsonl\n```\n"
+        "Then maybe:\n```python\nprint('not a shell block')\n```\n```sh\nsbatch train.sh\n```"
+    )}}]})  # fmt: skip
+    event = model_call_record(
+        agent=ann, model="m", request_body=b'{"messages": []}', reply=reply, status=200,
+        prompt_tokens=1, completion_tokens=1, cost_usd=Decimal("0"), latency_ms=1,
+        protocol="responses", request_messages=[{"role": "user", "content": "go"}],
+    )  # fmt: skip
+    assert event is not None
+    assert event.payload["proposed_commands"] == [
+        "ls -la data/ && wc -l data/*.jsonl",
+        "sbatch train.sh",
+    ]
+    assert event.payload["protocol"] == "responses"
+    assert event.payload["messages"] == [{"role": "user", "content": "go"}]
 
 
 @pytest.mark.slow

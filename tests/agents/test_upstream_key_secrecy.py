@@ -21,10 +21,11 @@ from agents.models import Upstream
 from agents.sandboxes import UnixSandboxes
 from agents.services import agent_deprovision, agent_provision
 from cluster import sandbox_files
+from tests.support.workers import worker_path
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-ROOT = Path("/tmp/arena-sandboxes-test")
+ROOT = worker_path("/tmp/arena-sandboxes-test")
 KEY = f"sk-upstream-{secrets.token_hex(20)}"
 
 # Run by the agent's own python3, as its Unix user: what it can find of the key. It reads every

@@ -18,8 +18,9 @@ from cluster.backends.slurm import SlurmBackend
 from cluster.models import ClusterAccount, Job
 from cluster.services import account_ensure, cluster_sync
 from cluster.slurm import cli
+from tests.support.workers import worker_name, worker_path
 
-SANDBOX_ROOT = Path("/tmp/arena-cluster-tests")
+SANDBOX_ROOT = worker_path("/tmp/arena-cluster-tests")
 DEFAULT_LIMITS = AccountLimits(gpu_hours=1000, max_gpus=8, max_preemptible_gpus=8, max_job_hours=24)
 
 
@@ -48,8 +49,8 @@ def make_agent(slurm: SlurmBackend, transactional_db: None) -> Iterator[Callable
     made: list[Agent] = []
 
     def make(suffix: str, limits: AccountLimits = DEFAULT_LIMITS, storage_gib: int = 400) -> Agent:
-        user = _unix_user(f"arena_t_{suffix}")
-        name = f"agent_t_{suffix}"
+        user = _unix_user(f"arena_{worker_name('t_' + suffix)}")
+        name = f"agent_{worker_name('t_' + suffix)}"
         account = account_ensure(
             name=name,
             unix_user=user,
@@ -116,13 +117,11 @@ def settled_usage_seconds(account: str, slurm: SlurmBackend, timeout_s: float = 
 
 def assoc_mgr_gpu_minutes(account: str) -> int:
     """The GPU-minutes the controller counts against the account's GrpTRESMins budget."""
-    text = cli.scontrol("show", "assoc_mgr", f"accounts={account}", "flags=assoc").stdout
-    for record in text.split("ClusterName=")[1:]:
-        if f"Account={account} UserName= " in record:
-            used = re.search(r"GrpTRESMins=\S*?gres/gpu=[0-9N]+\((\d+)\)", record)
-            assert used, record
-            return int(used.group(1))
-    raise AssertionError(f"no association record for {account}:\n{text}")
+    record = cli.assoc_mgr_account_record(account)
+    assert record, f"no association record for {account}"
+    used = re.search(r"GrpTRESMins=\S*?gres/gpu=[0-9N]+\((\d+)\)", record)
+    assert used, record
+    return int(used.group(1))
 
 
 def queued_with_reason(slurm: SlurmBackend, scheduler_id: str, timeout_s: float = 30) -> QueuedJob:

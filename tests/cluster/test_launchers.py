@@ -293,3 +293,28 @@ def test_the_deepspeed_entry_point_takes_what_its_launcher_passes(
     monkeypatch.setitem(sys.modules, "deepspeed", None)  # as where DeepSpeed is not installed
     with pytest.raises(SystemExit, match="DeepSpeed is not installed"):
         sft_deepspeed.main(script_args)
+
+
+def test_deepspeed_buckets_left_out_or_auto_are_sized_from_the_hidden_size():
+    from cluster.training.sft_deepspeed import size_buckets
+
+    config = zero_config(3)
+    config["zero_optimization"]["stage3_prefetch_bucket_size"] = "auto"
+    sized = size_buckets(config, hidden_size=128)
+    assert sized == {
+        "reduce_bucket_size": 128 * 128,
+        "stage3_prefetch_bucket_size": int(0.9 * 128 * 128),
+        "stage3_param_persistence_threshold": 1280,
+    }
+    assert config["zero_optimization"]["reduce_bucket_size"] == 16384
+
+
+def test_deepspeed_buckets_the_config_gives_are_kept():
+    from cluster.training.sft_deepspeed import size_buckets
+
+    config = zero_config(2)
+    config["zero_optimization"]["reduce_bucket_size"] = 500_000_000
+    assert size_buckets(config, hidden_size=128) == {}
+    assert config["zero_optimization"]["reduce_bucket_size"] == 500_000_000
+    # ZeRO-2 has no stage-3 buckets to size.
+    assert "stage3_prefetch_bucket_size" not in config["zero_optimization"]

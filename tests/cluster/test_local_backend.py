@@ -1,5 +1,8 @@
 """The local backend: real processes, the same rules as the Slurm setup, through the services."""
 
+import os
+import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -137,6 +140,29 @@ def test_a_running_job_can_be_cancelled(backend, account, tmp_path):
     wait_for_state(job, {"RUNNING"}, backend=backend, timeout_s=20)
     job_cancel(job=job, backend=backend)
     wait_for_state(job, {"CANCELLED"}, backend=backend, timeout_s=20)
+
+
+def test_a_job_whose_wrapper_died_halfway_through_recording_its_end_still_ends(
+    backend, account, tmp_path
+):
+    # A cancel signals the wrapper too; one killed inside `date > end` left an empty end file,
+    # and the job stayed RUNNING for good (seen in CI under load).
+    job = job_submit(
+        account=account,
+        request=request_for(tmp_path, script="sleep 300", minutes=1),
+        backend=backend,
+    )
+    wait_for_state(job, {"RUNNING"}, backend=backend, timeout_s=20)
+    folder = backend.root / "jobs" / job.scheduler_id
+    deadline = time.monotonic() + 20
+    while not (folder / "job-pid").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for name in ("job-pid", "pid"):
+        os.killpg(int((folder / name).read_text()), signal.SIGKILL)
+    (folder / "end").write_text("")  # what the killed `date > end` left
+    job_cancel(job=job, backend=backend)
+    job = wait_for_state(job, {"CANCELLED"}, backend=backend, timeout_s=20)
+    assert job.ended_at is not None
 
 
 def test_over_the_storage_quota_jobs_are_refused_until_usage_falls(backend, account, tmp_path):

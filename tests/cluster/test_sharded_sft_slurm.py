@@ -1,7 +1,9 @@
 """End to end on the real Slurm cluster: a rendered sharded-training job trains the tiny base
 model on 2 nodes x 1 GPU (gloo on CPU), its loss goes down, and the checkpoint it writes has
-learned to stop. Twice: FSDP2 (`torchrun_fsdp2`, the platform's own environment) and DeepSpeed
-ZeRO (`deepspeed_zero`, run by the agents' training environment, where DeepSpeed is installed).
+learned to stop. On the tiny Nemotron-H (the competition's architecture): FSDP2
+(`torchrun_fsdp2`, the platform's own environment) and DeepSpeed ZeRO-3 (`deepspeed_zero`, run by
+the agents' training environment, where DeepSpeed is installed); on the dense Llama: FSDP2 and
+ZeRO-2.
 
 Jobs run as the submitting user (root here), so pytest's own temporary directory is readable by
 the job; the job's directory is additionally made world-readable for clusters whose jobs run as
@@ -10,6 +12,7 @@ another user.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -25,7 +28,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from cluster.backends.slurm import SlurmBackend
 from cluster.launchers.render import render_launcher
 from infra.tiny_models import build_tiny_models
-from tests.conftest import ROOT, TEST_MODELS_DIR
+from tests.conftest import ROOT, TEST_MODELS_DIR, TEST_NEMOTRON_MODELS_DIR
 
 # Like every test on the cluster, it fails (through the `slurm` fixture) rather than skips
 # when the cluster is not running: CI starts it, and a skipped end-to-end test proves nothing.
@@ -108,15 +111,24 @@ class Sharding:
     steps: int
     learns_to_stop: bool  # enough steps that every reply must end on <|im_end|>
     zero_stage: int = 2
+    arch: str = "nemotron_h"  # the tiny kit it trains (the competition's; or the dense Llama)
 
 
 SHARDINGS = {
+    # The competition's architecture: FSDP2 wraps each Nemotron-H block (Mamba, attention or
+    # MoE alike), and ZeRO-3 shards the parameters too, where a MoE's memory matters.
     "fsdp2": Sharding("torchrun_fsdp2", "sft_fsdp2", sys.executable, steps=100, learns_to_stop=True),
-    # DeepSpeed on CPU is several times slower per step here (its gloo/shared-memory collectives
-    # on two busy cores): fewer steps, enough for the loss to fall well below half.
-    "deepspeed-zero2": Sharding(
-        "deepspeed_zero", "sft_deepspeed", str(settings.AGENTS_TRAIN_PYTHON), steps=50,
-        learns_to_stop=False, zero_stage=2,
+    "deepspeed-zero3": Sharding(
+        "deepspeed_zero", "sft_deepspeed", str(settings.AGENTS_TRAIN_PYTHON), steps=100,
+        learns_to_stop=True, zero_stage=3,
+    ),
+    # The dense Llama stays supported.
+    "fsdp2-llama": Sharding(
+        "torchrun_fsdp2", "sft_fsdp2", sys.executable, steps=100, learns_to_stop=True, arch="llama",
+    ),
+    "deepspeed-zero2-llama": Sharding(
+        "deepspeed_zero", "sft_deepspeed", str(settings.AGENTS_TRAIN_PYTHON), steps=100,
+        learns_to_stop=True, zero_stage=2, arch="llama",
     ),
 }  # fmt: skip
 
@@ -130,7 +142,11 @@ def test_sharded_sft_on_two_slurm_nodes(
             f"no training environment at {sharding.python}: run infra/training_env/setup.sh "
             "as root (make test does)"
         )
-    manifest = build_tiny_models(TEST_MODELS_DIR, log=lambda line: print(f"[tiny-models] {line}"))
+    manifest = build_tiny_models(
+        TEST_NEMOTRON_MODELS_DIR if sharding.arch == "nemotron_h" else TEST_MODELS_DIR,
+        arch=sharding.arch,
+        log=lambda line: print(f"[tiny-models] {line}"),
+    )
     base = manifest.model_dir("base")
     run_dir = tmp_path_factory.mktemp(sharding.module)
     run_dir.chmod(0o755)
@@ -203,6 +219,11 @@ def test_sharded_sft_on_two_slurm_nodes(
     assert "world 2 (local 1), backend gloo" in log, log
     if sharding.launcher == "deepspeed_zero":
         assert f"ZeRO stage {sharding.zero_stage}" in log, log
+    else:  # one FSDP2 unit per decoder block, whatever the block's kind (Mamba, MoE, attention)
+        config = json.loads((base / "config.json").read_text())
+        kinds = config.get("layers_block_type") or config.get("layer_types") or []
+        blocks = len(kinds) if config["model_type"] == "nemotron_h" else config["num_hidden_layers"]
+        assert f"{blocks} FSDP2 layer units + root" in log, log
     losses = [float(x) for x in re.findall(r"step \d+/\d+ loss ([0-9.]+)", log)]
     assert len(losses) >= 2 and losses[-1] < losses[0] / 2, (losses, log)
     m = re.search(r'"final_loss": ([0-9.]+)', log)
@@ -212,6 +233,7 @@ def test_sharded_sft_on_two_slurm_nodes(
     assert not list(out_dir.rglob("*.bin")), "safetensors only"
     for name in ["config.json", "generation_config.json", "tokenizer.json"]:
         assert (out_dir / name).is_file(), name
+    assert json.loads((out_dir / "config.json").read_text())["model_type"] == sharding.arch
 
     tok = AutoTokenizer.from_pretrained(out_dir)
     eos = tok.convert_tokens_to_ids("<|im_end|>")

@@ -23,6 +23,9 @@ from tests.cluster.conftest import (
 )
 
 pytestmark = pytest.mark.slow
+# The tests marked serial fill whole nodes (eight GPUs, all of n1, a node's CPUs or memory) or
+# read the QOS caps every account shares: other workers' jobs would take those nodes or change
+# those caps. The others use their own accounts only and run beside the rest of the suite.
 
 
 def request(agent, *, gpus=1, minutes=5, script="sleep 1", preemptible=False, nodes=1, name="job"):
@@ -62,6 +65,7 @@ def test_a_job_that_would_overrun_the_gpu_hour_budget_does_not_run_and_says_why(
     wait_for_state(small, {"COMPLETED"}, backend=slurm)  # what fits the budget still runs
 
 
+@pytest.mark.serial
 def test_a_ninth_normal_gpu_does_not_run_and_the_preemptible_qos_gives_eight_more(
     make_agent, slurm
 ):
@@ -94,6 +98,7 @@ def test_a_ninth_normal_gpu_does_not_run_and_the_preemptible_qos_gives_eight_mor
     assert row["state"] == "PENDING"
 
 
+@pytest.mark.serial
 def test_a_preempted_job_is_requeued_completes_later_and_each_run_is_charged_once(
     make_agent, slurm
 ):
@@ -274,6 +279,7 @@ def test_an_agents_job_sees_its_own_environment_not_the_platforms(make_agent, sl
     assert seen["MY_SETTING"] == "kept" and seen["USER"] == agent.user
 
 
+@pytest.mark.serial
 def test_the_organizers_accounts_leave_the_agents_gpu_limits_alone(make_agent, slurm, tmp_path):
     agent = make_agent("orgs")
     # What evaluation and serving do before their jobs: apply their accounts' limits.
@@ -320,6 +326,7 @@ def test_the_organizers_accounts_leave_the_agents_gpu_limits_alone(make_agent, s
         )  # fmt: skip
 
 
+@pytest.mark.serial
 def test_cpus_and_memory_without_gpus_are_capped_like_gpus(make_agent, slurm):
     agent = make_agent("cpus")
     account = f"--account={agent.account.name}"

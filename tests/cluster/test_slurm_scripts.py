@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import ROOT
+from tests.support.workers import worker_name
 
 # Calls itself DAEMON; on TERM it turns into "unrelated" and goes on running, as if the daemon
 # had exited and an unrelated process had been given its PID.
@@ -109,3 +110,68 @@ def test_a_daemon_that_ignores_term_is_killed(script, step, tmp_path, stand_ins)
 
     assert stubborn.wait(timeout=10) == -9, output
     assert "did not exit: KILL" in output
+
+
+# slurmdbd's association table, as far as the tree check reads it: root, the agents' parent,
+# agent a with its user, agent b with its user.
+TREE = [
+    (1, "root", "", 1, 12, ""),
+    (2, "agents", "", 2, 11, "root"),
+    (3, "agent_a", "", 3, 6, "agents"),
+    (4, "agent_a", "agent_a", 4, 5, ""),
+    (5, "agent_b", "", 7, 10, "agents"),
+    (6, "agent_b", "agent_b", 8, 9, ""),
+]
+
+
+@pytest.fixture
+def association_table() -> Iterator[Callable[[list[tuple[object, ...]]], None]]:
+    database = f"arena_tree_{worker_name('check')}"
+
+    def sql(statement: str) -> None:
+        subprocess.run(["mysql", "-e", statement], check=True, timeout=30)
+
+    sql(f"DROP DATABASE IF EXISTS {database}; CREATE DATABASE {database}")
+
+    def fill(rows: list[tuple[object, ...]]) -> None:
+        values = ",".join(
+            f"({i}, '{a}', '{u}', {lft}, {rgt}, '{p}', 0)" for i, a, u, lft, rgt, p in rows
+        )
+        sql(
+            f"CREATE TABLE {database}.t_assoc_table (id_assoc INT, acct TEXT, user TEXT, lft INT,"
+            f" rgt INT, parent_acct TEXT, deleted INT); INSERT INTO {database}.t_assoc_table VALUES {values}"
+        )
+
+    fill.database = database  # type: ignore[attr-defined]
+    yield fill
+    sql(f"DROP DATABASE IF EXISTS {database}")
+
+
+def check_tree(database: str) -> subprocess.CompletedProcess[str]:
+    command = (
+        f"source {ROOT / 'infra/slurm/setup.sh'}; DB_NAME={database}; CLUSTER=t; "
+        "check_association_tree"
+    )
+    return subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=60)
+
+
+def test_a_whole_association_tree_passes_the_check(association_table):
+    association_table(TREE)
+    assert check_tree(association_table.database).returncode == 0
+
+
+def test_a_user_nested_in_another_agents_account_is_named(association_table):
+    # agent_b's user inside agent_a's range: closing agent_a would close agent_b too.
+    association_table(
+        [
+            *TREE[:2],
+            (3, "agent_a", "", 3, 8, "agents"),
+            (4, "agent_a", "agent_a", 4, 5, ""),
+            (6, "agent_b", "agent_b", 6, 7, ""),
+            (5, "agent_b", "", 9, 10, "agents"),
+        ]
+    )
+    done = check_tree(association_table.database)
+    assert done.returncode == 1
+    assert "association tree is inconsistent" in done.stdout + done.stderr
+    assert "agent_b/agent_b lies in agent_a" in done.stdout + done.stderr

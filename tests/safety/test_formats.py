@@ -382,7 +382,9 @@ def test_planted_copies_of_a_real_test_set_are_found_by_the_default_index(plante
 
     gsm8k = {i.item_id for i in evaluation_items() if i.benchmark == "gsm8k"}
     found = {Path(f.evidence["file"]).name: f for f in contamination_of(planter)}
-    assert set(found) == {"gsm8k-test.parquet", "data-00000-of-00001.arrow"}
+    assert set(found) == {"gsm8k-test.parquet", "data-00000-of-00001.arrow"}, (
+        f"skipped: {report.skipped}; errors: {report.errors}"  # why a copy was missed
+    )
     for finding in found.values():
         assert finding.evidence["benchmarks"] == ["gsm8k"]
         assert matched_items(finding) == gsm8k  # every item of the split

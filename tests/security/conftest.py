@@ -22,8 +22,9 @@ import pytest
 
 from agents.sandboxes import UnixSandboxes
 from agents.services import Provisioned, agent_deprovision, agent_provision
+from tests.support.workers import agent_user, worker_path
 
-SANDBOX_ROOT = Path("/tmp/arena-sandboxes-security")
+SANDBOX_ROOT = worker_path("/tmp/arena-sandboxes-security")
 CANARY_TEXT = "root's secret: the platform must never show, change or give away this file\n"
 
 
@@ -64,14 +65,15 @@ def sandboxes() -> UnixSandboxes:
 
 @pytest.fixture
 def players(sandboxes: UnixSandboxes, slurm) -> Iterator[Callable[[str], Player]]:
-    """`players("sec_x")` provisions agent sec_x (Unix user agent_sec_x); all are deprovisioned
+    """`players("sec_x")` provisions agent sec_x (Unix user agent_sec_x, agent_w0_sec_x on
+    xdist worker 0); all are deprovisioned
     after the test."""
     made: list[str] = []
 
     def provision(name: str) -> Player:
         # A fresh sandbox: an earlier test's attack files must not help or hinder this one.
         # `rm`, not shutil.rmtree: a test leaves a folder 2000 deep, past Python's recursion.
-        subprocess.run(["rm", "-rf", str(SANDBOX_ROOT / f"agent_{name}")], check=True)
+        subprocess.run(["rm", "-rf", str(SANDBOX_ROOT / agent_user(name))], check=True)
         done = agent_provision(name=name, sandboxes=sandboxes, backend=slurm)
         made.append(name)
         return Player(done)

@@ -37,18 +37,35 @@ def edit_config(folder: Path, **changes: object) -> None:
 
 
 @pytest.mark.parametrize(
-    ("changes", "message"),
+    ("kit", "changes", "message"),
     [
-        ({"num_hidden_layers": 1_000_000}, "num_hidden_layers must be a whole number"),
-        ({"num_hidden_layers": 1000}, "describes 1000 layers; the weights hold 4"),
-        ({"text_config": {"num_hidden_layers": 10**6, "hidden_size": 128}}, "num_hidden_layers"),
-        ({"vocab_size": 8_000_000, "hidden_size": 1 << 20}, "parameters"),
+        ("tiny_models", {"num_hidden_layers": 1_000_000}, "num_hidden_layers must be a whole number"),
+        ("tiny_models", {"num_hidden_layers": 1000}, "describes 1000 layers; the weights hold 4"),
+        ("tiny_models", {"text_config": {"num_hidden_layers": 10**6, "hidden_size": 128}}, "num_hidden_layers"),
+        ("tiny_models", {"vocab_size": 8_000_000, "hidden_size": 1 << 20}, "parameters"),
+        # The competition's base is a mixture of experts (Nemotron-H): its experts are claims too.
+        ("tiny_nemotron_models", {"n_routed_experts": 4096, "moe_intermediate_size": 1 << 22}, "parameters, more than"),
+        ("tiny_nemotron_models", {"n_routed_experts": 64}, "describes 64 routed experts per MoE layer; the weights hold 4"),
+        ("tiny_nemotron_models", {"num_experts_per_tok": 100}, "num_experts_per_tok 100 is more than the 4"),
+        ("tiny_nemotron_models", {"layers_block_type": ["moe"] * 1000}, "describes 1000 layers; the weights hold 4"),
+        ("tiny_nemotron_models", {"layers_block_type": ["moe"] * 100_000}, "layers_block_type must be a list of 1 to 1024"),
     ],
-    ids=["a million layers", "a thousand layers over four", "nested", "a huge embedding"],
-)
+    ids=[
+        "a million layers",
+        "a thousand layers over four",
+        "nested",
+        "a huge embedding",
+        "huge experts",
+        "experts the weights lack",
+        "more per token than experts",
+        "a thousand blocks over four",
+        "a hundred thousand blocks",
+    ],
+)  # fmt: skip
 def test_a_config_describing_a_huge_model_is_refused_in_seconds(
-    players, tiny_models, changes, message
+    players, request, kit, changes, message
 ):
+    tiny_models = request.getfixturevalue(kit)
     ann = players("sec_hostile_a")
     folder = checkpoint_of(ann, tiny_models / "instruct")
     edit_config(folder, **changes)

@@ -1,15 +1,15 @@
 """JSON an agent crafts to break what reads it: NaN and Infinity (Python's json takes them,
 PostgreSQL's jsonb refuses them, so a call recorded with such a body vanished from the agent's
 trajectory), a number past float range, nesting a hundred thousand deep, a 5,000-digit integer.
-Every one is refused as bad JSON, on the agent API and on the voters' endpoints, and the
-refused call is still recorded."""
+Every one is refused as bad JSON, on the agent API, the API proxy and the voters' endpoints,
+and the refused call is still recorded."""
 
 from __future__ import annotations
 
 import pytest
 from django.test import Client
 
-from agents.models import TrajectoryEvent
+from agents.models import ProxyCall, TrajectoryEvent
 from agents.services import token_issue
 from arena.streamed_chat import first_json_object
 from tests.evalsuite.on_demand_builders import provisioned
@@ -37,6 +37,24 @@ def test_the_agent_api_refuses_hostile_json_and_still_records_the_call(tmp_path,
     recorded = TrajectoryEvent.objects.filter(agent=agent, kind=TrajectoryEvent.Kind.API_CALL).get()
     assert recorded.payload["status"] == 400 and recorded.payload["path"] == "/api/v1/jobs"
     assert not agent.cluster_account.jobs.exists()
+
+
+@pytest.mark.parametrize("kind", sorted(HOSTILE_BODIES))
+def test_the_api_proxy_refuses_hostile_json_with_400_not_500(tmp_path, kind):
+    agent, _ = provisioned(f"proxy_json_{kind.lower()}", tmp_path)
+    token = token_issue(agent=agent, kind="proxy")
+    client = Client(headers={"Authorization": f"Bearer {token}"})
+    body = HOSTILE_BODIES[kind].replace(b"{", b'{"model": "tiny-chat", ', 1)
+
+    reply = client.post("/proxy/v1/chat/completions", data=body, content_type="application/json")
+
+    assert reply.status_code == 400
+    assert reply.json()["error"] == {
+        "message": "the request body is not valid JSON",
+        "type": "invalid_request_error",
+        "code": "bad_json",
+    }
+    assert not ProxyCall.objects.filter(agent=agent).exists()
 
 
 @pytest.mark.parametrize("kind", ["NaN", "deep", "digits"])

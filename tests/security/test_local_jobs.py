@@ -20,11 +20,12 @@ from cluster.backends.base import MAX_QUEUED_JOBS, AccountLimits, JobRequest, Su
 from cluster.backends.local import LocalBackend
 from cluster.services import account_ensure, job_cancel, job_submit
 from tests.cluster.conftest import wait_for_state
+from tests.support.workers import worker_path
 
 pytestmark = pytest.mark.django_db
 
 LIMITS = AccountLimits(gpu_hours=10.0, max_gpus=8, max_preemptible_gpus=8, max_job_hours=24)
-SANDBOXES = Path("/tmp/arena-security-local")
+SANDBOXES = worker_path("/tmp/arena-security-local")
 USER = "sec_local_mallory"
 
 

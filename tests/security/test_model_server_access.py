@@ -141,7 +141,7 @@ def _listening_ports(pid: int) -> set[int]:
 
 def test_a_local_model_server_answers_only_the_platform(players, tiny_models) -> None:
     eve: Player = players("sec_serve_eve")
-    backend = LocalServingBackend(host="127.0.0.1", base_port=18400, log_dir=TEST_LOG_DIR)
+    backend = LocalServingBackend(host="127.0.0.1", base_port=0, log_dir=TEST_LOG_DIR)
     checkpoint = str((tiny_models / "instruct").resolve())
     try:
         (endpoint,) = backend.start([tiny_models / "instruct"])

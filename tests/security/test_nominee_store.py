@@ -230,7 +230,7 @@ def test_a_broken_config_among_good_models_stops_no_other_real_server(
 
     servers = ArenaServers(
         backend_factory=lambda: LocalServingBackend(
-            host="127.0.0.1", base_port=18300, log_dir=TEST_LOG_DIR
+            host="127.0.0.1", base_port=0, log_dir=TEST_LOG_DIR
         )
     )
     try:

@@ -31,10 +31,11 @@ from cluster.models import ClusterAccount
 from cluster.slurm import cli
 from tests import factories
 from tests.phases.test_engine import make_checkpoint
+from tests.support.workers import worker_path
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-ROOT = Path("/tmp/arena-sandboxes-test")
+ROOT = worker_path("/tmp/arena-sandboxes-test")
 
 
 @pytest.fixture

@@ -113,6 +113,15 @@ def test_an_agent_cannot_reach_the_platforms_ports(trudy, service, port):
         assert reach_as(trudy.user, port) == "refused", f"the agent reached {service} on {port}"
 
 
+# Issue 25, finding 10: the deployment kit's nginx serves voters on 8080 (`infra/deploy/up`),
+# production's on 80 and 443; the defaults closed only the demo's 8000.
+@pytest.mark.parametrize("port", [8080, 80, 443])
+def test_an_agent_cannot_reach_the_deploy_kits_voting_ports(trudy, port):
+    with listening(port):
+        assert reach_as("nobody", port) == "connected", f"{port} must answer other users"
+        assert reach_as(trudy.user, port) == "refused", f"the agent reached the site on {port}"
+
+
 def test_the_host_address_and_ipv6_loopback_are_covered_too(trudy):
     with listening(5432):
         for host in ("127.0.0.2", socket.gethostbyname(socket.gethostname())):
@@ -149,6 +158,9 @@ def test_an_agent_still_submits_with_plain_sbatch(trudy):
     subprocess.run(["scancel", done.stdout.strip().split(";")[0]], check=False)
 
 
+# Serial: it deletes and reinstalls the machine's one nftables table, in which every worker's
+# agents are blocked.
+@pytest.mark.serial
 def test_deprovisioning_takes_the_uid_out_and_reinstalling_puts_active_agents_back(
     players, sandboxes, slurm, settings
 ):

@@ -9,10 +9,11 @@ import pwd
 import secrets
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from io import StringIO
 from pathlib import Path
 
+import psutil
 import pytest
 from django.core.management import CommandError, call_command
 
@@ -26,8 +27,10 @@ from agents.firewall import (
 )
 from agents.models import Agent
 from agents.sandbox_storage import LoopImageStorage
-from security import checks
+from infra.deploy.nginx import Site, local_config
+from security import checks, deployment
 from security.checks import Sandbox, Server
+from tests.conftest import _free_port
 from tests.factories import contestant
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -191,16 +194,19 @@ def _firewall_problems(firewall, *, ports=PORTS, gateway=8001) -> list[str]:
     ]
 
 
+@pytest.mark.serial  # blocks nobody in a real nftables table: other tests connect as nobody
 def test_an_installed_firewall_is_clean(test_firewall):
     test_firewall.install(uids=[NOBODY])
     assert _firewall_problems(test_firewall) == []
 
 
+@pytest.mark.serial  # blocks nobody in a real nftables table: other tests connect as nobody
 def test_a_missing_table_is_a_problem(test_firewall):
     [problem] = _firewall_problems(test_firewall)
     assert "not loaded" in problem and "infra/firewall/setup.sh" in problem
 
 
+@pytest.mark.serial  # blocks nobody in a real nftables table: other tests connect as nobody
 def test_an_agent_missing_from_the_set_is_a_problem(test_firewall):
     test_firewall.install(uids=[NOBODY])
     test_firewall.unblock(NOBODY)
@@ -208,11 +214,25 @@ def test_an_agent_missing_from_the_set_is_a_problem(test_firewall):
     assert f"agent user nobody (uid {NOBODY}) is not in the firewall's agents set" in problem
 
 
+@pytest.mark.serial  # blocks nobody in a real nftables table: other tests connect as nobody
 def test_an_uncovered_port_and_a_closed_gateway_are_problems(test_firewall):
     test_firewall.install(uids=[NOBODY])
     problems = _firewall_problems(test_firewall, ports=[*PORTS, (6379, 6379)], gateway=8150)
     assert any("platform ports 6379 are open to agents" in line for line in problems)
     assert any("port 8150 (the agent gateway) is closed to agents" in line for line in problems)
+
+
+def test_blocking_an_agent_reloads_a_table_loaded_with_other_ports(test_firewall):
+    """A table from before an upgrade that added ports (8080, 80, 443) gets them at the next
+    provisioning, keeping the agents blocked already. The uids are no one's, so nobody's
+    connections are touched."""
+    earlier, later = 3_999_998, 3_999_999
+    test_firewall.install(uids=[earlier])
+    upgraded = NftablesFirewall(table=TEST_TABLE, ports=[*PORTS, (8080, 8080)])
+    upgraded.block(later)
+    state = upgraded.state()
+    assert state.covers(8080) and state.rejects
+    assert {earlier, later} <= state.uids
 
 
 def test_no_firewall_is_a_problem():
@@ -222,10 +242,110 @@ def test_no_firewall_is_a_problem():
 
 def test_the_shipped_ruleset_is_what_the_default_settings_install():
     """infra/firewall/setup.sh loads rsi-arena.nft without Python: it must not drift."""
-    defaults = merge_ports(parse_ports(["8000", "5432", "6379", "3306", "6819", "8100-8199"]))
+    defaults = merge_ports(
+        parse_ports(["80", "443", "8000", "8080", "5432", "6379", "3306", "6819", "8100-8199"])
+    )
     shipped = (ROOT / "infra" / "firewall" / "rsi-arena.nft").read_text()
     assert shipped == ruleset(table="rsi_arena", ports=defaults)
     assert platform_ports() == defaults  # this machine's settings (PostgreSQL and Redis here)
+
+
+# --- the ports the site really listens on ----------------------------------------------------
+
+
+@pytest.fixture
+def site_nginx(tmp_path) -> Iterator[Callable[..., int]]:
+    """`site_nginx(port=P, gateway=G)` starts nginx serving the arena as infra/deploy/up does
+    (the kit's own configuration, from the checkout) on P (a free port if None); returns P."""
+    started: list[Path] = []
+
+    def start(*, port: int | None = None, gateway: int | None = None) -> int:
+        port = port or _free_port()
+        folder = tmp_path / f"nginx-{port}"
+        (folder / "static").mkdir(parents=True)
+        site = Site(
+            sockets=[folder / "web-0.sock"],
+            static_root=folder / "static",
+            listen=f"127.0.0.1:{port}",
+            gateway_listen=f"127.0.0.1:{gateway}" if gateway else "",
+        )
+        config = folder / "nginx.conf"
+        config.write_text(
+            local_config(
+                site, pid_file=folder / "nginx.pid", error_log=folder / "error.log",
+                access_log=folder / "access.log", temp_dir=folder, user=None,
+            )
+        )  # fmt: skip
+        command = ["nginx", "-c", str(config), "-p", str(folder), "-e", str(folder / "error.log")]
+        subprocess.run(command, cwd=ROOT, check=True, capture_output=True, timeout=30)
+        started.append(folder)
+        return port
+
+    yield start
+    for folder in started:
+        pid = int((folder / "nginx.pid").read_text())
+        process = psutil.Process(pid)
+        process.terminate()
+        process.wait(timeout=30)
+
+
+@pytest.fixture
+def deployment_table(settings) -> Iterator[Callable[..., None]]:
+    """Loads this deployment's table (a test table of its own) with `ports`, blocking no uid:
+    nobody's connections are untouched, so the tests need not run alone."""
+    settings.AGENTS_FIREWALL = "nftables"
+    settings.AGENTS_FIREWALL_TABLE = TEST_TABLE
+    yield lambda ports: NftablesFirewall(table=TEST_TABLE, ports=ports).install()
+    subprocess.run(["nft", "delete", "table", "inet", TEST_TABLE], check=False, capture_output=True)
+
+
+def _site_port_problems() -> list[str]:
+    return [str(problem) for problem in deployment._site_ports()]
+
+
+def test_a_port_the_site_listens_on_outside_the_firewall_is_a_problem(deployment_table, site_nginx):
+    """Issue 25, finding 10: the kit's nginx on a port the settings forgot (8080 under the
+    old defaults) served the voting site to agents, and the check compared the rules only with
+    the settings."""
+    deployment_table(PORTS)
+    port = site_nginx()
+    problems = _site_port_problems()
+    assert any(
+        f"port {port} (nginx (pid " in line and "open to agents" in line for line in problems
+    ), problems
+
+
+def test_site_ports_in_the_firewall_and_the_gateway_port_are_clean(
+    deployment_table, site_nginx, settings
+):
+    settings.AGENTS_GATEWAY_PORT = gateway = _free_port()
+    port = _free_port()
+    deployment_table([*PORTS, (port, port)])
+    site_nginx(port=port, gateway=gateway)
+    problems = _site_port_problems()
+    assert not any(f"port {port} " in line or f"port {gateway} " in line for line in problems)
+
+
+def test_without_a_table_the_site_ports_check_is_skipped(deployment_table):
+    with pytest.raises(checks.Skipped):
+        deployment._site_ports()
+
+
+# --- agents' nodes and the voting site -------------------------------------------------------
+
+
+def test_a_node_on_another_host_outside_the_denied_networks_is_a_problem():
+    nodes = {"n1": "localhost", "gpu7": "192.0.2.7"}
+    [problem] = checks.agent_nodes_kept_off_voting(nodes=nodes, denied=[])
+    assert "Slurm node gpu7 (192.0.2.7: 192.0.2.7)" in str(problem)
+    assert "ARENA_VOTING_DENIED_NETWORKS" in str(problem)
+    assert checks.agent_nodes_kept_off_voting(nodes=nodes, denied=["192.0.2.0/24"]) == []
+
+
+def test_the_local_clusters_nodes_are_this_host():
+    if not checks.slurm_running():
+        pytest.skip("no Slurm controller here")
+    assert deployment._voting_networks() == []
 
 
 # --- database sockets -----------------------------------------------------------------------
@@ -374,6 +494,7 @@ def clean_deployment(settings, var_dir, test_firewall):
 
 
 @pytest.mark.django_db
+@pytest.mark.serial  # blocks nobody in a real nftables table: other tests connect as nobody
 def test_the_command_exits_0_on_a_clean_deployment(clean_deployment, sandbox_on_volume):
     Agent.objects.create(name="trudy", unix_user="nobody", sandbox=str(sandbox_on_volume))
     call_command("security", "firewall", stdout=StringIO())  # trudy's uid joins the set
@@ -384,8 +505,12 @@ def test_the_command_exits_0_on_a_clean_deployment(clean_deployment, sandbox_on_
 
 
 @pytest.mark.django_db
-def test_the_command_exits_1_with_one_line_per_problem(clean_deployment, sandbox, model_server):
+@pytest.mark.serial  # blocks nobody in a real nftables table: other tests connect as nobody
+def test_the_command_exits_1_with_one_line_per_problem(
+    clean_deployment, sandbox, model_server, site_nginx
+):
     Agent.objects.create(name="trudy", unix_user="nobody", sandbox=str(sandbox))
+    site_port = site_nginx()  # the kit on a port the firewall does not cover
     sandbox.chmod(0o755)
     server = contestant("open-server")
     server.base_url, server.api_key = model_server(key=None), "its-key"
@@ -398,10 +523,12 @@ def test_the_command_exits_1_with_one_line_per_problem(clean_deployment, sandbox
     assert any("sandbox" in line and "chmod 700" in line for line in lines)
     assert any("firewall's agents set" in line for line in lines)  # trudy came after the sync
     assert any("open-server" in line and "without a key" in line for line in lines)
+    assert any(f"port {site_port} (nginx" in line and "open to agents" in line for line in lines)
     assert all(" -- fix: " in line for line in lines)
 
 
 @pytest.mark.django_db
+@pytest.mark.serial  # blocks nobody in a real nftables table: other tests connect as nobody
 def test_without_slurm_the_local_backend_skips_the_slurm_check(clean_deployment, monkeypatch):
     clean_deployment.CLUSTER_BACKEND = "local"
     monkeypatch.setattr(checks, "slurm_running", lambda: False)
@@ -414,6 +541,7 @@ def test_without_slurm_the_local_backend_skips_the_slurm_check(clean_deployment,
 
 
 @pytest.mark.django_db
+@pytest.mark.serial  # blocks nobody in a real nftables table: other tests connect as nobody
 def test_without_slurm_the_slurm_backend_is_a_problem(clean_deployment, monkeypatch):
     clean_deployment.CLUSTER_BACKEND = "slurm"
     monkeypatch.setattr(checks, "slurm_running", lambda: False)
@@ -464,3 +592,10 @@ def test_a_config_that_is_a_link_or_too_large_is_not_read(sandbox, tmp_path):
         "x" * checks.CONFIG_MAX_BYTES + scaffold_token_issue(agent=trudy)
     )
     assert _platform_tokens_in_configs() == []  # past the bound: not read at all
+
+
+def test_the_unconfined_code_setting_is_a_problem():
+    assert checks.untrusted_code_confined({}) == []
+    assert checks.untrusted_code_confined({"EVALS_ALLOW_UNCONFINED_CODE": "0"}) == []
+    (problem,) = checks.untrusted_code_confined({"EVALS_ALLOW_UNCONFINED_CODE": "1"})
+    assert "EVALS_ALLOW_UNCONFINED_CODE" in problem.fix

@@ -74,6 +74,7 @@ def test_the_secret_stays_the_same_when_setup_runs_again():
     assert SECRET.read_text() == before
 
 
+@pytest.mark.serial  # it changes the password slurmdbd logs in with for every connection
 def test_setup_migrates_an_install_that_still_has_the_old_password(players):
     """An install made before: the fixed password on the socket and a TCP user beside it."""
     mallory = players("sec_dbd3")

@@ -11,6 +11,7 @@ is private and held to the job's memory (infra/slurm/arena_jobtmp.c).
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import time
@@ -27,8 +28,10 @@ from cluster.backends.local import LocalBackend
 from cluster.private_tmp import VOLUMES
 from cluster.services import account_ensure, job_submit
 from cluster.slurm import cli
+from tests.agents import test_runs as agent_runs
 from tests.cluster.conftest import wait_for_state
 from tests.security.conftest import Player
+from tests.support.workers import agent_user
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -36,6 +39,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 ROOT = Path("/srv/rsi-arena/sandboxes-quota-test")
 QUOTA_GIB = 1
 NO_SPACE = "No space left on device"
+# The supervisor's settings here and in its keepers, with the stand-in harness (a fixture).
+runs_env = agent_runs.runs_env
 
 
 @pytest.fixture
@@ -54,7 +59,7 @@ def quota_players(settings, slurm) -> Iterator[Callable[[str], Player]]:
     yield provision
     for name in made:
         agent_deprovision(name=name, sandboxes=sandboxes, backend=slurm)
-        sandboxes.remove(f"agent_{name}")
+        sandboxes.remove(agent_user(name))
 
 
 def run_job(player: Player, script: str, *options: str, timeout_s: float = 120) -> str:
@@ -207,4 +212,36 @@ def test_an_agent_run_the_platform_starts_writes_tmp_inside_its_quota(quota_play
     assert used_bytes(mallory) > 900 * 1024**2  # it was the agent's own space it filled
     private_tmp.release(private)
     assert not private.folder.exists()
+    assert used_bytes(mallory) < 100 * 1024**2
+
+
+def test_a_harness_tool_calls_tmp_is_the_runs_own_and_counts_against_the_quota(
+    quota_players, runs_env, monkeypatch
+):
+    """Issue 25, finding 7: under the arena harness a tool call's /tmp was the host's, outside
+    the quota and shared with every user. Now each call of a run gets the run's private /tmp
+    (the same folders from call to call), as a `command` run does."""
+    mallory = quota_players("sec_htmp")
+    host_file = Path("/tmp") / f"arena-host-tmp-{mallory.uid}"
+    spill = f"arena-tool-spill-{mallory.uid}"
+    calls = [
+        f"ls /tmp/{host_file.name} 2>&1; dd if=/dev/zero of=/tmp/{spill} bs=1M count=1200 2>&1;"
+        " echo dd=$?",
+        f"ls /tmp/{spill} && df -B1 --output=used $HOME | tail -1",
+    ]
+    monkeypatch.setenv("ARENA_STANDIN_TOOLS", json.dumps(calls))
+    host_file.write_text("on the host's /tmp\n")
+    host_file.chmod(0o644)
+    try:
+        _, report = agent_runs.standin_run(mallory.provisioned.agent, runs_env, timeout=120)
+    finally:
+        host_file.unlink()
+        wrote_the_hosts = Path("/tmp", spill).exists()
+        Path("/tmp", spill).unlink(missing_ok=True)
+    filled, seen = report["tool_outputs"]
+    assert "No such file or directory" in filled, "the tool call saw the host's /tmp"
+    assert NO_SPACE in filled and "dd=1" in filled, filled
+    assert not wrote_the_hosts, "the tool call wrote the host's /tmp"
+    # The next call finds the file, on the agent's own volume; the run's end gives it back.
+    assert seen.startswith(f"/tmp/{spill}") and int(seen.split()[-1]) > 900 * 1024**2, seen
     assert used_bytes(mallory) < 100 * 1024**2
