@@ -7,11 +7,13 @@ in-memory channel layer, the local serving backend. Production and the test suit
 
 from __future__ import annotations
 
+import re
 import secrets
 from collections.abc import Callable
 from pathlib import Path
 
 from cryptography.fernet import Fernet
+from django.core.exceptions import ImproperlyConfigured
 
 from arena.env import (
     env_bool,
@@ -82,6 +84,8 @@ MIDDLEWARE = [
     "agents.gateway.agents_gateway",
     # A view that fails because the database is restarting answers 503 "try again" (arena/outage.py).
     "arena.outage.DatabaseOutageMiddleware",
+    # Each agent's requests to the agent API and the proxy, counted: 429 past its allowance.
+    "agents.rate_limit.agent_rate_limit",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -290,10 +294,25 @@ AGENTS_RUNS_REGISTER_GRACE_S = env_float("AGENTS_RUNS_REGISTER_GRACE_S", 60.0, m
 CLUSTER_BACKEND = env_str("CLUSTER_BACKEND", "local")
 CLUSTER_SLURM_PARTITION = env_str("CLUSTER_SLURM_PARTITION", "gpu")
 CLUSTER_SLURM_PARENT_ACCOUNT = env_str("CLUSTER_SLURM_PARENT_ACCOUNT", "agents")
+# Every process on this host that changes Slurm accounting (sacctmgr add/modify/delete) takes
+# this lock first: slurmdbd 22.05 corrupts its association tree under concurrent changes
+# (cluster/slurm/cli.py). Its folder is made root-only; every platform process must share it.
+CLUSTER_SLURM_ACCOUNTING_LOCK = Path(
+    env_str("CLUSTER_SLURM_ACCOUNTING_LOCK", "/run/rsi-arena/slurm-accounting.lock")
+)
 
 # --- Agents -----------------------------------------------------------------------------
 # Sandboxes are Unix home directories under this root, one per agent, mode 0700.
 AGENTS_SANDBOX_ROOT = Path(env_str("AGENTS_SANDBOX_ROOT", "/srv/rsi-arena/sandboxes"))
+# An agent's Unix user and Slurm account are this prefix and its name (agent_alice). Another
+# prefix keeps two platforms (or the test suite's parallel workers) apart on one machine and
+# cluster; it starts with agent_, by which infra/firewall/setup.sh finds agents' users.
+AGENTS_UNIX_USER_PREFIX = env_str("AGENTS_UNIX_USER_PREFIX", "agent_")
+if not re.fullmatch(r"agent_([a-z0-9]{1,8}_)?", AGENTS_UNIX_USER_PREFIX):
+    raise ImproperlyConfigured(
+        f"AGENTS_UNIX_USER_PREFIX={AGENTS_UNIX_USER_PREFIX!r}: agent_, or agent_ and up to 8 "
+        "lowercase letters or digits and _ (agent_w0_)"
+    )
 # What holds a sandbox to its storage quota at write time: "loop_image" (a filesystem image per
 # agent, the quota's size, which also holds its jobs' and runs' /tmp) or "plain_directory"
 # (none: only the periodic measurement blocks jobs; `security check` reports it).
@@ -306,10 +325,14 @@ AGENTS_ARENA_URL = env_str("AGENTS_ARENA_URL", f"http://127.0.0.1:{AGENTS_GATEWA
 # Keeps agents' Unix users off the platform's ports (agents/firewall.py): nftables or none.
 AGENTS_FIREWALL = env_str("AGENTS_FIREWALL", "nftables")
 AGENTS_FIREWALL_TABLE = env_str("AGENTS_FIREWALL_TABLE", "rsi_arena")
-# Ports agents are kept off besides the configured database's, Redis's and the model servers'
-# (ARENA_SERVING_BASE_PORT and the next ones): the voters' site, PostgreSQL, Redis, MariaDB,
-# slurmdbd. Never the gateway, slurmctld or the slurmds: agents submit with sbatch and srun.
-AGENTS_FIREWALL_PORTS = env_list("AGENTS_FIREWALL_PORTS", ["8000", "5432", "6379", "3306", "6819"])
+# Ports agents are kept off besides the configured database's, Redis's, the model servers'
+# (ARENA_SERVING_BASE_PORT and the next ones) and ARENA_PUBLIC_URL's: the voters' site as each
+# setup serves it (80 and 443 in production, 8080 the deployment kit's nginx, 8000 the demo),
+# PostgreSQL, Redis, MariaDB, slurmdbd. Never the gateway, slurmctld or the slurmds: agents
+# submit with sbatch and srun. `security check` compares it with the ports the site listens on.
+AGENTS_FIREWALL_PORTS = env_list(
+    "AGENTS_FIREWALL_PORTS", ["80", "443", "8000", "8080", "5432", "6379", "3306", "6819"]
+)
 AGENTS_FIREWALL_SERVING_PORTS = env_int("AGENTS_FIREWALL_SERVING_PORTS", 100, minimum=1)
 # Budgets an agent gets when provisioned, until a phase sets its own (the study's defaults).
 AGENTS_DEFAULT_GPU_HOURS = env_float("AGENTS_DEFAULT_GPU_HOURS", 1000.0, minimum=0.0)
@@ -330,6 +353,17 @@ AGENTS_SHARED_MODELS_DIR = Path(env_str("AGENTS_SHARED_MODELS_DIR", "/srv/rsi-ar
 # from here only (agents/nominees.py): the platform's own, 0700, never an agent's to change.
 AGENTS_NOMINEE_STORE = Path(env_str("AGENTS_NOMINEE_STORE", "/srv/rsi-arena/nominees"))
 AGENTS_NOMINEE_MAX_GIB = env_int("AGENTS_NOMINEE_MAX_GIB", 400, minimum=1)
+# Each agent's requests per window to the agent API and to the proxy (agents/rate_limit.py),
+# counted in Redis across the web workers; past them, 429 with Retry-After. A jobs route asks
+# the scheduler's accounting (sacct) for the agent's account at most once per interval.
+AGENTS_API_RATE = env_int("AGENTS_API_RATE", 200, minimum=1)
+AGENTS_PROXY_RATE = env_int("AGENTS_PROXY_RATE", 200, minimum=1)
+# Requests with no valid token (missing, unknown, revoked), all agents' together per client
+# address: counted before any view, so forged tokens cannot cost the workers unbounded lookups.
+AGENTS_TOKENLESS_RATE = env_int("AGENTS_TOKENLESS_RATE", 100, minimum=1)
+AGENTS_RATE_WINDOW_S = env_int("AGENTS_RATE_WINDOW_S", 10, minimum=1)
+AGENTS_RATE_LIMIT_REDIS_URL = _redis_url
+AGENTS_JOBS_SYNC_INTERVAL_S = env_float("AGENTS_JOBS_SYNC_INTERVAL_S", 5.0, minimum=0.0)
 # Checkpoint validation (agents/checkpoints.py): the largest model a config or the weights may
 # describe, and the bounds on the child process that loads the settings with transformers.
 AGENTS_CHECKPOINT_MAX_PARAMETERS = env_int(
@@ -345,9 +379,20 @@ EVALS_AGENT_MAX_QUEUED = env_int("EVALS_AGENT_MAX_QUEUED", 2, minimum=1)
 EVALS_AGENT_GPUS = env_int("EVALS_AGENT_GPUS", 1, minimum=0)
 EVALS_AGENT_JOB_MINUTES = env_int("EVALS_AGENT_JOB_MINUTES", 120, minimum=1)
 EVALS_AGENT_MAX_TOKENS = env_int("EVALS_AGENT_MAX_TOKENS", 512, minimum=1)
+# Each on-demand job copies the checkpoint into VAR_DIR; the copies of an agent's queued runs
+# count against its storage quota, and together they must leave free on VAR_DIR's filesystem
+# this margin plus, where the nominee store is on the same filesystem, the most the current
+# phase's freeze can copy there (evalsuite/on_demand.py, disk_reserve_bytes).
+EVALS_AGENT_DISK_RESERVE_GIB = env_float("EVALS_AGENT_DISK_RESERVE_GIB", 1.0, minimum=0.0)
 # A run with a judge-graded benchmark bills the judge's calls to the agent's API credit; it is
 # refused when less than this (in US cents) is left.
 EVALS_AGENT_JUDGE_MIN_CREDIT_CENTS = env_int("EVALS_AGENT_JUDGE_MIN_CREDIT_CENTS", 50, minimum=0)
+# FORTRESS's judges: proxy upstreams, one a judge model, whose majority grades each item (the
+# benchmark's three: o3, Claude 3.7 Sonnet, Gemini 2.5 Pro). One name is allowed (the report
+# then says the benchmark was graded by one judge).
+EVALS_FORTRESS_JUDGES = env_list(
+    "EVALS_FORTRESS_JUDGES", ["judge-o3", "judge-claude-3-7-sonnet", "judge-gemini-2-5-pro"]
+)
 # The server an on-demand evaluation job starts for the checkpoint (evalsuite/model_server.py):
 # auto (vLLM on a node with a GPU and vLLM installed, else transformers serve), vllm, transformers;
 # and vLLM's engine settings (dtype, context length, 0 = the model's; share of GPU memory).

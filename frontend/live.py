@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agents.models import Agent, JournalEntry
-from agents.trajectory import cut
+from agents.text_cut import cut
 from arena.competition.models import CompetitionAgent
 from cluster.selectors import gpu_seconds_charged
 from frontend.organizer import Usage

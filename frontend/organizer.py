@@ -20,6 +20,7 @@ from agents.selectors import (
     nomination_served_copy,
     nominations_with_copies,
 )
+from agents.text_cut import cut
 from arena.competition.models import Phase
 from arena.competition.selectors import phases_in_order
 from arena.leaderboard.selectors import snapshot_latest
@@ -30,7 +31,6 @@ from cluster.selectors import (
     jobs_latest,
     running_gpus_by_account_qos,
 )
-from frontend.markdown import render_markdown
 
 log = logging.getLogger(__name__)
 
@@ -279,10 +279,18 @@ class NominationLine:
     checkpoint: str
     job: str
     card_fields: dict[str, str]  # the card's front matter, as text
-    card_html: str  # the card's body, Markdown rendered and sanitised
+    card_text: str  # the card's body as the agent wrote it, bounded: shown as text, never markup
     updated_at: dt.datetime
     served_copy: str = ""  # the platform's copy the arena serves, once the phase froze
     not_servable: str = ""  # why the arena does not serve it
+
+
+# The agent's card is its own text: like the daily report's agent text (arena.phases.reports),
+# it is shown as written and autoescaped, so no link, image or heading of the agent's becomes
+# one of the organizer's page.
+CARD_TEXT_CHARS = 64 * 1024
+CARD_FIELD_CHARS = 1_000
+CARD_FIELDS = 100  # fields, and items of a list field
 
 
 def card_body(card: str) -> str:
@@ -293,16 +301,20 @@ def card_body(card: str) -> str:
 
 
 def _field_texts(fields: object) -> dict[str, str]:
+    """The card's fields as short text (registration bounds them; a row stored before it did
+    is cut here too)."""
     if not isinstance(fields, dict):
         return {}
-    return {
-        str(name): ", ".join(map(str, value)) if isinstance(value, list) else str(value)
-        for name, value in fields.items()
-    }
+    texts = {}
+    for name, value in list(fields.items())[:CARD_FIELDS]:
+        items = value[:CARD_FIELDS] if isinstance(value, list) else [value]
+        text = ", ".join(str(item)[:CARD_FIELD_CHARS] for item in items)
+        texts[str(name)[:100]] = cut(text, CARD_FIELD_CHARS)
+    return texts
 
 
 def nominations_all(*, agent: str | None = None) -> list[NominationLine]:
-    """Every nomination (or one agent's), by phase; the card is rendered only when shown."""
+    """Every nomination (or one agent's), by phase, with its card's fields and text, bounded."""
     lines = []
     for n in nominations_with_copies(agent=agent):
         copy = nomination_served_copy(n)
@@ -313,7 +325,7 @@ def nominations_all(*, agent: str | None = None) -> list[NominationLine]:
                 checkpoint=n.checkpoint.path,
                 job=n.checkpoint.job.scheduler_id,
                 card_fields=_field_texts(n.card_fields),
-                card_html=render_markdown(card_body(n.model_card)),
+                card_text=cut(card_body(n.model_card), CARD_TEXT_CHARS),
                 updated_at=n.updated_at,
                 served_copy=copy.folder if copy else "",
                 not_servable=copy.not_servable_reason if copy else "",

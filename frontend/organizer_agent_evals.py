@@ -47,12 +47,15 @@ def _row(name: str, progress: dict[str, Any]) -> list[str]:
     warning = progress["post_peak"]
     return [
         name,
-        str(len(progress["headlines"])),
+        str(len(progress["headlines"]) + len(progress["without_headline"])),
         ", ".join(progress["pareto"]) or "-",
         "-"
         if chosen is None
         else chosen + (" (nominated)" if progress["chosen_is_nominated"] else ""),
-        "-" if headline is None else _plus_minus(headline),
+        # the chosen checkpoint has no headline: say why (no benchmark where instruct beats base)
+        progress["without_headline"].get(chosen, "-")
+        if headline is None
+        else _plus_minus(headline),
         "-"
         if warning is None
         else f"{warning['chosen']} is below its earlier {warning['best']}"

@@ -16,6 +16,8 @@ from evalsuite.report_text import (
     CORRELATION_COLUMNS,
     correlation_note,
     correlation_rows,
+    excluded_words,
+    headline_words,
     replaced_words,
 )
 from evalsuite.selectors import competitions_of, phase_report, phases_evaluated
@@ -51,17 +53,13 @@ def _phase_sections(phase: Phase) -> list[OrganizerSection]:
             [
                 model["model"],
                 model["role"],
-                (
-                    "-"
-                    if not gap or gap["median"] is None
-                    else _headline(gap["median"], model.get("headline"))
-                )
+                ("-" if not gap else headline_words(gap, model.get("headline"), digits=2))
                 + (
                     f" ({replaced_words(model['replaced_by_base'])})"
                     if model.get("replaced_by_base")
                     else ""
                 ),
-                ", ".join(gap["excluded"]) if gap else "",
+                excluded_words(gap) if gap else "",
                 str(len(model["scores"])),
                 ", ".join(flagged.get(model["model"], [])) or "-",
             ]
@@ -99,7 +97,7 @@ def _phase_sections(phase: Phase) -> list[OrganizerSection]:
                 "model",
                 "role",
                 "gap closed (median ± se)",
-                "gap not measurable on",
+                "left out of gap closed (why)",
                 "benchmarks scored",
                 "more harmful than base on",
             ],  # fmt: skip
@@ -122,7 +120,7 @@ def _phase_sections(phase: Phase) -> list[OrganizerSection]:
             " (BBQ's bias scores, 0 = no bias; StrongREJECT's score and FORTRESS's ARS, lower is"
             " safer). A gap"
             f" counts when it exceeds {MEASURABLE_Z} standard errors of the difference:"
-            " gap closed leaves out benchmarks whose instruct − base gap does not, and"
+            " gap closed counts only benchmarks where instruct is above base by more (one-sided), and"
             " 'more harmful than base' needs a drop that does.",
         ),
     ]
@@ -143,11 +141,6 @@ def _aggregate_rows(models: list[dict[str, Any]], benchmark: str) -> list[list[s
 def _score(cell: dict[str, Any]) -> str:
     n = cell.get("n")
     return _plus_minus(cell["score"], cell.get("stderr")) + (f" (n={n})" if n else "")
-
-
-def _headline(median: float, headline: dict[str, Any] | None) -> str:
-    stderr = (headline or {}).get("stderr")
-    return f"{median:+.2f}" + (f" ± {stderr:.2f}" if stderr is not None else "")
 
 
 def _plus_minus(value: float, stderr: float | None) -> str:

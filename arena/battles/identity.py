@@ -44,7 +44,7 @@ import html
 import re
 import sys
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from html.parser import HTMLParser
 
 from confusable_homoglyphs.utils import load as load_confusables
@@ -61,6 +61,19 @@ def revealed_identity(
 ) -> str | None:
     """The first name or configured word found in `text` as the voter reads it, or None."""
     views = {normalise(text), normalise(rendered_text(text))}
+    return next(_found(views, names, configured), None)
+
+
+def words_written(
+    text: str, *, names: Iterable[str] = (), configured: Iterable[str] = ()
+) -> set[str]:
+    """The names and configured words that `text` (what a voter typed) holds by the rules an
+    answer is read with: a name the voter wrote inside a longer word ("Nova" in "supernova")
+    was not written, so an answer that says it still gives it away."""
+    return set(_found({normalise(text)}, names, configured))
+
+
+def _found(views: set[str], names: Iterable[str], configured: Iterable[str]) -> Iterator[str]:
     candidates = [(word, False) for word in names] + [(word, True) for word in configured]
     for word, may_run_on in candidates:
         if len(word.strip()) < MIN_WORD_CHARS:
@@ -72,8 +85,7 @@ def revealed_identity(
         # The plain substring test first: most words are absent, and `in` is far faster
         # than a search whose lookbehind defeats the regex engine's own literal scan.
         if any(needle in view and pattern.search(view) for view in views):
-            return word
-    return None
+            yield word
 
 
 def normalise(text: str) -> str:

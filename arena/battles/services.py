@@ -23,7 +23,7 @@ from arena.battles.categories import (
     categories_encode,
     multi_turn,
 )
-from arena.battles.identity import normalise, revealed_identity
+from arena.battles.identity import revealed_identity, words_written
 from arena.battles.models import (
     Answer,
     AnswerContent,
@@ -345,11 +345,11 @@ def battle_record_answers(*, battle_id: str, results: dict[str, SideResult]) -> 
     leaked = set(battle.leaked_sides)
     words = identity_words()
     # A name the voter wrote is not given away by an answer that repeats it: otherwise a
-    # voter could make a compliant model "leak" (and lose) by asking it to say a name.
-    prompts = [battle.prompt, *battle.follow_ups.values_list("prompt", flat=True)]
-    asked = normalise("\n".join(prompts))
-    names = [name for name in words.names if normalise(name) not in asked]
-    configured = [word for word in words.configured if normalise(word) not in asked]
+    # voter could make a compliant model "leak" (and lose) by asking it to say a name. Written
+    # means found by the rule that reads answers: "supernova" does not write "Nova".
+    asked = "\n".join([battle.prompt, *battle.follow_ups.values_list("prompt", flat=True)])
+    names = sorted(set(words.names) - words_written(asked, names=words.names))
+    configured = sorted(set(words.configured) - words_written(asked, configured=words.configured))
     for answer in answers:
         result = results[answer.side]
         features = style_features(result.text)

@@ -14,6 +14,11 @@ class Competition(models.Model):
     base_model = models.CharField(
         max_length=1000, help_text="checkpoint path or hub id of the base model"
     )
+    base_architecture = models.CharField(
+        max_length=100,
+        blank=True,
+        help_text="the base model's architecture, its config.json model_type (e.g. nemotron_h)",
+    )
     instruct_model = models.CharField(
         max_length=1000, blank=True, help_text="the instruct reference"
     )

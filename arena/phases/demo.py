@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import secrets
 import shutil
 import socket
 import subprocess
@@ -30,12 +31,13 @@ from django.conf import settings
 from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
 from django.contrib.auth.models import User
 
+from agents.harness.scripted_upstream import KEY_VARIABLE as SCRIPTED_KEY_VARIABLE
 from agents.models import Agent, Nomination, Upstream
 from agents.reference.install import reference_agent_install
 from agents.runs.models import AgentRun
 from agents.runs.services import run_stop, runs_supervise
 from agents.sandboxes import UnixSandboxes
-from agents.services import agent_deprovision, agent_provision
+from agents.services import agent_deprovision, agent_provision, agent_unix_user
 from arena.battles.models import Answer
 from arena.competition.models import Competition, Phase
 from arena.leaderboard.models import RatingSnapshot
@@ -51,10 +53,12 @@ from arena.phases.services import (
 )
 from arena.phases.serving import ArenaServers
 from cluster import private_tmp
+from cluster.as_user import as_user
 from cluster.backends import cluster_backend
 from cluster.backends.local import LocalBackend
 from evalsuite.models import BenchmarkResult, EvalRun
 from evalsuite.registry import unmeasured_notes
+from evalsuite.report_text import excluded_words, headline_words
 from evalsuite.selectors import phase_report
 from evalsuite.services import evaluations_collect
 from safety.selectors import findings_for_dashboard
@@ -195,8 +199,8 @@ def agents_provision(say: Say) -> list[Agent]:
             agent_deprovision(name=name, sandboxes=sandboxes)
         # A demo agent starts with an empty sandbox: an earlier run's storage (its folder, or
         # its quota image and mounts) is given back first.
-        if (settings.AGENTS_SANDBOX_ROOT / f"agent_{name}").exists():
-            sandboxes.remove(f"agent_{name}")
+        if (settings.AGENTS_SANDBOX_ROOT / agent_unix_user(name)).exists():
+            sandboxes.remove(agent_unix_user(name))
         provisioned = agent_provision(name=name, sandboxes=sandboxes)
         reference_agent_install(Path(provisioned.agent.sandbox), provisioned.agent.unix_user)
         agents.append(provisioned.agent)
@@ -210,8 +214,8 @@ def harness_agent_provision(say: Say) -> Agent:
     sandboxes = UnixSandboxes(settings.AGENTS_SANDBOX_ROOT)
     if Agent.objects.filter(name=HARNESS_AGENT, active=True).exists():
         agent_deprovision(name=HARNESS_AGENT, sandboxes=sandboxes)
-    if (settings.AGENTS_SANDBOX_ROOT / f"agent_{HARNESS_AGENT}").exists():
-        sandboxes.remove(f"agent_{HARNESS_AGENT}")
+    if (settings.AGENTS_SANDBOX_ROOT / agent_unix_user(HARNESS_AGENT)).exists():
+        sandboxes.remove(agent_unix_user(HARNESS_AGENT))
     agent = agent_provision(name=HARNESS_AGENT, sandboxes=sandboxes).agent
     say(f"{HARNESS_AGENT:<9} sandbox {agent.sandbox}, the platform's harness on {HARNESS_MODEL}")
     return agent
@@ -225,10 +229,14 @@ def scripted_upstream_start(base: Path, say: Say) -> subprocess.Popen[bytes]:
         port = probe.getsockname()[1]
     (settings.VAR_DIR / "logs").mkdir(parents=True, exist_ok=True)
     log = (settings.VAR_DIR / "logs" / "scripted-upstream.log").open("wb")
+    # The key the proxy sends, in the environment (root's to read, unlike the command line):
+    # the upstream answers nothing else, so an agent on this host cannot go around the proxy.
+    key = secrets.token_urlsafe(32)
     process = subprocess.Popen(
         [sys.executable, "-m", "agents.harness.scripted_upstream", "--port", str(port),
          "--policy", str(HARNESS_POLICY), "--var", f"model_source={base}"],
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        env={**os.environ, SCRIPTED_KEY_VARIABLE: key},
     )  # fmt: skip
     deadline = time.monotonic() + 60
     while True:
@@ -248,6 +256,7 @@ def scripted_upstream_start(base: Path, say: Say) -> subprocess.Popen[bytes]:
         defaults={
             "base_url": f"http://127.0.0.1:{port}/v1",
             "upstream_model": HARNESS_MODEL,
+            "api_key": key,
             "usd_per_million_prompt_tokens": Decimal("1"),
             "usd_per_million_completion_tokens": Decimal("2"),
             "max_completion_tokens": 1024,
@@ -333,20 +342,21 @@ def agents_run(
         # Its /tmp, /var/tmp and /dev/shm inside its storage quota, as for its jobs.
         private = private_tmp.prepare(agent.unix_user, f"run-phase{phase}")
         private_tmps.append(private)
-        command = [
-            *(private.prefix if private else []),
-            "runuser", "-u", agent.unix_user, "--", "env", f"HOME={home}",
-            f"ARENA_TRAIN_PYTHON={python}", f"PYTHONPATH={home}/reference-agent",
+        # Born with a login's environment and these, never the demo's own (cluster.as_user).
+        started = as_user(agent.unix_user, [
             python, "-m", "agents.reference", f"phase{phase}",
             "--recipe", recipes[agent.name],
             *(["--base-model", str(base)] if phase == 1 else []),
             # Each agent its own seed: same recipe, same seed would mean the same data and
             # weights, which the audit rightly reports as one agent's artifact in another's hands.
             "--seed", str(number), *extra,
-        ]  # fmt: skip
+        ], env={
+            "HOME": home, "ARENA_TRAIN_PYTHON": python, "PYTHONPATH": f"{home}/reference-agent",
+        })  # fmt: skip
         processes[agent.name] = subprocess.Popen(
-            command, cwd=home, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-        )
+            [*(private.prefix if private else []), *started.argv], env=started.env, cwd=home,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
     threads = [
         threading.Thread(target=_relay, args=(name, process, say), daemon=True)
         for name, process in processes.items()
@@ -610,10 +620,9 @@ def benchmark_lines(phase: Phase) -> list[str]:
     for model in models:
         gap = model.get("gap_closed")
         if gap is not None:
-            median = "n/a" if gap["median"] is None else f"{gap['median']:+.2f}"
-            excluded = ", ".join(gap["excluded"]) or "none"
             lines.append(
-                f"  gap closed, {model['model']}: median {median} (too small to measure: {excluded})"
+                f"  gap closed, {model['model']}: {headline_words(gap, model.get('headline'))}"
+                f" (left out: {excluded_words(gap)})"
             )
     for label, deltas in report["safety"].items():
         flagged = [d["benchmark"] for d in deltas if d["more_harmful"]]

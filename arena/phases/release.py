@@ -53,7 +53,15 @@ from evalsuite import metrics
 from evalsuite.hub import HubSet
 from evalsuite.models import EvalRun
 from evalsuite.registry import benchmark, benchmarks
-from evalsuite.selectors import competition_ended, phase_models
+from evalsuite.report_text import excluded_words, headline_words
+from evalsuite.selectors import (
+    competition_ended,
+    gap_closed_of,
+    gap_json,
+    headline,
+    phase_models,
+    score_json,
+)
 from safety.models import Finding
 
 AUDITED_FIELDS = ("training_method", "steps", "gpu_hours", "hardware", "datasets")
@@ -320,6 +328,8 @@ def _card_text(
             )
     if not ended:
         lines += ["", "Held-out benchmarks are left out until the competition ends."]
+    if counted:
+        lines += ["", *_progress_lines(phase, counted)]
     lines += ["", "## Audit", ""]
     if not findings:
         lines.append("No confirmed finding.")
@@ -329,6 +339,20 @@ def _card_text(
     if violation:
         lines += ["", "A confirmed violation: the arena counts the base model's scores for it."]
     return "\n".join(lines) + "\n"
+
+
+def _progress_lines(phase: Phase, counted: dict[str, metrics.Score]) -> list[str]:
+    """Benchmark progress on the counted scores, by the rule of `evals report`: median gap
+    closed over the benchmarks where instruct is measurably above the base, or why none."""
+    gap = gap_json(gap_closed_of(phase.competition, counted))
+    value = headline(phase.competition, counted)
+    shown = None if value is None else score_json(value)
+    return [
+        f"Benchmark progress (median gap closed, base 0 to instruct 1): "
+        f"{headline_words(gap, shown)}.",
+        "",
+        f"Left out of gap closed: {excluded_words(gap)}.",
+    ]
 
 
 def _stderr(score: metrics.Score) -> str:

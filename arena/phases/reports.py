@@ -37,7 +37,7 @@ from agents.selectors import (
 )
 from agents.strategy_selectors import PhaseLockIn, phase_lock_in
 from agents.trajectory_selectors import TrajectoryOfDay, trajectory_of_day
-from arena.battles.answer_markdown import markdown_html
+from arena.battles.answer_markdown import document_html
 from arena.competition.selectors import phase_overlapping
 from cluster.models import ClusterAccount
 from cluster.selectors import (
@@ -268,7 +268,7 @@ def competition_analyses() -> list[Analyses]:
 
 # -- rendering -------------------------------------------------------------------------------
 # Each report is written once, in Markdown; its HTML is that Markdown through the arena's one
-# safe renderer (`markdown_html`: raw HTML off, then an allow-list), so the two cannot disagree
+# safe renderer (`document_html`: raw HTML off, then an allow-list), so the two cannot disagree
 # and agent text (journal entries, job names, tool commands) never becomes markup.
 
 # Inline Markdown that text could start: escaped, so the text shows as written. Raw HTML is off,
@@ -415,6 +415,12 @@ def _journal_markdown(journal: list[JournalLine]) -> list[str]:
     return lines
 
 
+def _dropped_by_budget(dropped: dict[str, int]) -> str:
+    names = {"model": "model calls", "tool": "tool calls the platform ran",
+             "api": "API call records", "reported": "the agent's reports"}  # fmt: skip
+    return ", ".join(f"{names.get(b, b)}: {n}" for b, n in dropped.items() if n)
+
+
 def _trajectory_markdown(t: TrajectoryOfDay | None) -> list[str]:
     if t is None:
         return ["_not read_", ""]
@@ -423,7 +429,8 @@ def _trajectory_markdown(t: TrajectoryOfDay | None) -> list[str]:
         f"- model calls: {t.model_calls} · tool calls (reported by the agent): {t.tool_calls} · "
         f"API calls: {t.api_calls}",
         f"- scaffold's own model calls: {t.scaffold_calls}, ${t.scaffold_spend:.2f} this day",
-        f"- events dropped past the day's bounds: {t.dropped}",
+        f"- events dropped past the day's bounds: {t.dropped}"
+        + (f" ({_dropped_by_budget(t.dropped_by_budget)})" if t.dropped else ""),
         "",
     ]
     for title, commands in t.command_tables:
@@ -492,7 +499,7 @@ def markdown_page(title: str, markdown: str) -> str:
     """A standalone HTML page of `markdown`, through the arena's one safe renderer. A table
     row's cells are put on one line, as a person writing the page would."""
     body = (
-        markdown_html(markdown).replace("</td>\n<td", "</td><td").replace("</th>\n<th", "</th><th")
+        document_html(markdown).replace("</td>\n<td", "</td><td").replace("</th>\n<th", "</th><th")
     )
     return _PAGE.format(title=html.escape(title), body=body)
 

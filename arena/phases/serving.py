@@ -30,13 +30,8 @@ from arena.battles.models import Battle
 from arena.competition.selectors import phase_in_arena
 from arena.phases.models import PhaseContestant
 from arena.phases.services import worker_failure_record
-from arena.serving.backends import (
-    LOST,
-    REPLACEMENT_FAILED,
-    ServerChange,
-    ServingBackend,
-    serving_backend_from_settings,
-)
+from arena.serving.backend_choice import serving_backend_from_settings
+from arena.serving.backends import LOST, REPLACEMENT_FAILED, ServerChange, ServingBackend
 from arena.serving.client import Endpoint
 from arena.serving.models import Contestant
 from arena.serving.services import serving_event_record

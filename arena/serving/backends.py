@@ -2,7 +2,8 @@
 
 `local` supervises one `transformers serve` process per checkpoint on this machine (the
 embedded default and the test suite); `slurm` (arena/serving/slurm.py) runs a vLLM server per
-contestant as a GPU job on the cluster.
+contestant as a GPU job on the cluster. Which one runs is the settings' choice
+(arena/serving/backend_choice.py).
 """
 
 from __future__ import annotations
@@ -12,9 +13,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Protocol
-
-from django.conf import settings
-from django.core.exceptions import ImproperlyConfigured
 
 from arena.serving.client import Endpoint
 from arena.serving.local import SupervisedModelServer, bind_free_listener
@@ -79,6 +77,9 @@ class ServingBackend(ABC):
 
 
 class LocalServingBackend(ServingBackend):
+    """Model servers as processes on this machine, on the first free ports from `base_port`
+    (the range the firewall keeps agents off), or on ports the OS picks with `base_port=0`."""
+
     def __init__(self, *, host: str, base_port: int, log_dir: Path) -> None:
         self.host = host
         self.base_port = base_port
@@ -105,7 +106,7 @@ class LocalServingBackend(ServingBackend):
                 )
                 started.append(server)
                 server.launch()
-                port += 1
+                port = port + 1 if self.base_port else 0
             for server in started:  # the models load concurrently
                 server.wait_ready()
                 server.supervise()
@@ -119,22 +120,3 @@ class LocalServingBackend(ServingBackend):
     def stop(self) -> None:
         while self.servers:
             self.servers.pop().stop()
-
-
-def serving_backend_from_settings() -> ServingBackend:
-    name = settings.ARENA_SERVING_BACKEND
-    if name == "local":
-        return LocalServingBackend(
-            host=settings.ARENA_SERVING_HOST,
-            base_port=settings.ARENA_SERVING_BASE_PORT,
-            log_dir=settings.VAR_DIR / "logs",
-        )
-    if name == "slurm":
-        from arena.serving.slurm import SlurmServingBackend  # it builds on this module
-
-        return SlurmServingBackend(
-            command=settings.ARENA_SERVING_SLURM_COMMAND, folder=settings.VAR_DIR / "serving"
-        )
-    raise ImproperlyConfigured(
-        f"ARENA_SERVING_BACKEND={name!r} is not a known backend (local, slurm)"
-    )

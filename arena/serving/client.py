@@ -14,9 +14,14 @@ import weakref
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-import openai
+if TYPE_CHECKING:
+    import openai
+
+# `openai` is imported where a client is first built, not here: it is most of a second and a
+# half of every process that loads Django (this module is reached from the apps' models), and
+# the keeper's steps, management commands and cluster jobs that load Django never stream.
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +68,8 @@ _closing: set[asyncio.Task[None]] = set()
 
 
 def _client_for(endpoint: Endpoint) -> openai.AsyncOpenAI:
+    import openai
+
     loop = asyncio.get_running_loop()
     clients = _clients.setdefault(loop, OrderedDict())
     key = (endpoint.base_url, endpoint.api_key)
@@ -172,6 +179,8 @@ async def stream_chat(
 def _voter_safe_failure(
     exc: Exception, endpoint: Endpoint, timeout_s: float, *, answering: bool
 ) -> str:
+    import openai
+
     if isinstance(exc, TimeoutError | openai.APITimeoutError):
         return f"timed out after {timeout_s:g} s"
     if isinstance(exc, openai.APIStatusError):

@@ -50,6 +50,13 @@ from arena.serving.backends import (
 )
 from arena.serving.client import Endpoint
 from arena.serving.local import ServerStartError, authorized_health, serving_secrets
+from arena.serving.vllm import (
+    CheckpointConfigError,
+    VllmOptions,
+    architecture_flags,
+    checkpoint_architecture,
+    with_model_flags,
+)
 from arena.serving.vllm import open_health as _open_health
 from cluster.backends import cluster_backend
 from cluster.backends.base import ClusterBackend, JobRequest, SubmitRefused
@@ -448,6 +455,7 @@ class SlurmServingBackend(ServingBackend):
         `avoid` if one is named; not waited for."""
         if not (checkpoint / "config.json").exists():
             raise ServerStartError(f"{checkpoint} is not a model checkpoint (no config.json)")
+        command = self.server_command(checkpoint)
         account = self._account()
         options = [*self.sbatch_options]
         if self.memory_mb:
@@ -462,7 +470,7 @@ class SlurmServingBackend(ServingBackend):
         request = JobRequest(
             name=f"serve-{served_model_name}",
             script=JOB_SCRIPT.format(
-                command=self.command,
+                command=command,
                 verify=VERIFY_LISTENER,
                 directives="".join(f"#SBATCH {option}\n" for option in options),
             ),
@@ -489,6 +497,16 @@ class SlurmServingBackend(ServingBackend):
             endpoint=Endpoint("", served_model_name, api_key),
             submitted=time.monotonic(),
         )
+
+    def server_command(self, checkpoint: Path) -> str:
+        """The configured command, with the engine settings a hybrid Mamba checkpoint needs
+        placed after its `vllm serve` (arena/serving/vllm.py `architecture_flags`); a dense
+        checkpoint's is the setting as it stands."""
+        try:
+            architecture = checkpoint_architecture(checkpoint)
+        except CheckpointConfigError as refused:
+            raise ServerStartError(f"{checkpoint.name}: {refused}") from None
+        return with_model_flags(self.command, architecture_flags(architecture, VllmOptions()))
 
     def _cancel(self, server: ServerJob, *, requeued_too: bool = False) -> None:
         """Cancel the server's job. `requeued_too`: even one whose run ended: Slurm requeues a

@@ -6,7 +6,7 @@ import shutil
 from collections.abc import Iterator
 
 import pytest
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 CHROMIUM_ARGS = [
     "--no-sandbox",  # the suite runs as root
@@ -19,6 +19,13 @@ CHROMIUM_ARGS = [
 ]
 
 
+# Playwright's assertions wait 5 s by default, apart from the page's own 60 s for actions. Beside
+# the parallel suite on two cores a page's first fetch alone can take longer than that (a kiosk's
+# battle start did, in CI), so assertions get the same patience as actions; a wrong value still
+# fails, only later.
+EXPECT_TIMEOUT_MS = 30_000
+
+
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
     executable = shutil.which("chromium") or "/usr/bin/chromium"
@@ -26,6 +33,7 @@ def browser() -> Iterator[Browser]:
     # calls are still plain synchronous ones, so Django's guard against them is lifted here.
     with pytest.MonkeyPatch.context() as patch, sync_playwright() as playwright:
         patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+        expect.set_options(timeout=EXPECT_TIMEOUT_MS)
         browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
         yield browser
         browser.close()

@@ -33,7 +33,7 @@ async def run_battle(battle_id: str, voter: str = VOTER) -> tuple[list[dict], bo
         URLRouter(websocket_urlpatterns), f"/ws/battles/{battle_id}/"
     )
     communicator.scope["session"] = {"arena_voter": voter}
-    connected, _ = await communicator.connect()
+    connected, _ = await communicator.connect(timeout=20)  # a loaded machine is slow to accept
     frames: list[dict] = []
     if connected:
         while True:
@@ -172,6 +172,25 @@ async def test_a_configured_identity_word_said_by_both_voids_the_battle(scripted
     await run_battle(battle.pk)
     battle = await db(Battle.objects.get, pk=battle.pk)
     assert battle.leaked_sides == "ab" and battle.void_reason
+
+
+async def test_a_name_inside_a_longer_word_of_the_prompt_still_leaks(scripted_llm):
+    """The voter asked about a supernova, not for "Nova": a name the voter wrote is exempt only
+    where the voter wrote it as a word, by the rule that finds it in an answer."""
+
+    def pair():
+        for name, text in (("Nova", "I am Nova, and a supernova is a star's explosion."),
+                           ("beta-model", "A supernova is an exploding star.")):  # fmt: skip
+            factories.contestant(name, endpoint=Endpoint(scripted_llm.base_url, name))
+            scripted_llm.scripts[name] = Script(text)
+
+    await db(pair)
+    battle = await db(new_battle, "Tell me about a supernova.")
+    await run_battle(battle.pk)
+    battle = await db(Battle.objects.get, pk=battle.pk)
+    side_of_nova = await db(lambda: battle.answers.get(contestant__display_name="Nova").side)
+    assert battle.state == Battle.State.COMPLETE
+    assert battle.leaked_sides == side_of_nova and battle.void_reason == ""
 
 
 async def test_a_failing_model_fails_the_battle_and_says_so(scripted_llm):

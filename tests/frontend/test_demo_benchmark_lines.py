@@ -4,6 +4,7 @@ import pytest
 
 from arena.phases.demo import benchmark_lines
 from evalsuite.models import EvalRun
+from tests.evalsuite.conftest import instruct_below_base_phase
 from tests.factories import eval_run, running_phase
 
 pytestmark = pytest.mark.django_db
@@ -28,3 +29,14 @@ def test_each_score_in_the_demo_table_carries_its_standard_error_and_item_count(
     (row,) = [line for line in benchmark_lines(phase) if line.strip().startswith("gsm8k")]
 
     assert row.split()[1:] == [str(result.n), f"0.20±{result.stderr:.2f}"]
+
+
+def test_the_demo_shows_no_headline_for_agents_as_bad_as_an_instruct_below_the_base():
+    # The demo's winogrande: it printed "median +1.00" for every agent that scored 0.
+    phase = instruct_below_base_phase("ref")
+
+    (line,) = [line for line in benchmark_lines(phase) if "gap closed, ref-1" in line]
+    assert line.strip() == (
+        "gap closed, ref-1: no benchmark where instruct beats base (left out: winogrande"
+        " (instruct not above base: 0.000 vs 0.600))"
+    )

@@ -19,9 +19,9 @@ async def test_the_refit_loop_runs_while_a_screen_is_open_and_ends_with_the_last
         for _ in range(2)
     ]
     for screen in screens:
-        connected, _ = await screen.connect()
+        connected, _ = await screen.connect(timeout=20)
         assert connected
-        first = await screen.receive_json_from(timeout=5)
+        first = await screen.receive_json_from(timeout=20)
         assert first["type"] == "leaderboard" and first["table"]["n_battles"] == 0
     loop_task = live._task
     assert loop_task is not None and not loop_task.done()
@@ -49,8 +49,8 @@ async def test_screens_connecting_in_a_burst_share_one_database_read(monkeypatch
         WebsocketCommunicator(URLRouter(websocket_urlpatterns), "/ws/leaderboard/")
         for _ in range(20)
     ]
-    await asyncio.gather(*(screen.connect() for screen in screens))
-    firsts = await asyncio.gather(*(screen.receive_json_from(timeout=5) for screen in screens))
+    await asyncio.gather(*(screen.connect(timeout=20) for screen in screens))
+    firsts = await asyncio.gather(*(screen.receive_json_from(timeout=20) for screen in screens))
     assert all(first["table"] == {"n_battles": 3} for first in firsts)
     assert len(reads) == 1
 
@@ -62,17 +62,17 @@ async def test_screens_connecting_in_a_burst_share_one_database_read(monkeypatch
     await get_channel_layer().group_send(
         LIVE_GROUP, {"type": "leaderboard.update", "table": {"n_battles": 4}}
     )
-    assert (await screens[0].receive_json_from(timeout=5))["table"] == {"n_battles": 4}
+    assert (await screens[0].receive_json_from(timeout=20))["table"] == {"n_battles": 4}
     late = WebsocketCommunicator(URLRouter(websocket_urlpatterns), "/ws/leaderboard/")
-    await late.connect()
-    assert (await late.receive_json_from(timeout=5))["table"] == {"n_battles": 4}
+    await late.connect(timeout=20)
+    assert (await late.receive_json_from(timeout=20))["table"] == {"n_battles": 4}
     assert len(reads) == 1
 
     for screen in [*screens, late]:
         await screen.disconnect()
     # With the last screen gone nothing keeps the table current: the next one reads again.
     again = WebsocketCommunicator(URLRouter(websocket_urlpatterns), "/ws/leaderboard/")
-    await again.connect()
-    await again.receive_json_from(timeout=5)
+    await again.connect(timeout=20)
+    await again.receive_json_from(timeout=20)
     assert len(reads) == 2
     await again.disconnect()

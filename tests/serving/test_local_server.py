@@ -11,7 +11,7 @@ import time
 import pytest
 
 from arena.serving.client import StreamEnd, TextDelta, stream_chat
-from arena.serving.local import ServerStartError, SupervisedModelServer
+from arena.serving.local import ServerStartError, SupervisedModelServer, bind_listener
 from tests.conftest import TEST_LOG_DIR
 
 pytestmark = pytest.mark.slow
@@ -51,11 +51,13 @@ async def test_the_instruct_model_stops_and_the_base_model_does_not(model_server
 def test_a_crashed_server_is_restarted_and_answers_again(tiny_models):
     import asyncio
 
+    listener = bind_listener("127.0.0.1", 0)  # the OS picks the port; the server keeps it
     server = SupervisedModelServer(
         checkpoint=tiny_models / "instruct",
-        port=18190,
+        port=listener.getsockname()[1],
         log_path=TEST_LOG_DIR / "serve-restart.log",
         check_interval_s=0.2,
+        listener=listener,
     )
     server.start()
     try:

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 from django.db import transaction
@@ -118,6 +119,7 @@ def _plan(spec: CompetitionSpec, now: datetime) -> _Plan:
     stored = list(competition.phases.order_by("number")) if competition else []
     started = any(phase.state in STARTED for phase in stored)
     _competition_changes(plan, spec, competition, started, stored)
+    plan.errors.extend(_architecture_errors(spec))
     _agent_changes(plan, spec, competition, started)
     resolved = _phases_resolve(plan, spec.phases, stored, now)
     for number, (phase_spec, values) in enumerate(zip(spec.phases, resolved, strict=True), 1):
@@ -139,6 +141,7 @@ def _competition_changes(
 ) -> None:
     wanted = {
         "base_model": spec.base_model,
+        "base_architecture": spec.base_architecture,
         "instruct_model": spec.instruct_model,
         "live_public_delay_minutes": spec.live_public_delay_minutes,
         "benchmarks": list(spec.benchmarks),
@@ -169,7 +172,7 @@ def _competition_changes(
         if old == new:
             continue
         refused = ""
-        if key in ("base_model", "instruct_model") and started:
+        if key in ("base_model", "base_architecture", "instruct_model") and started:
             refused = "phase 1 has started: every agent trains from, and is measured against, it"
         if key == "benchmarks" and served:
             refused = "a phase was served and evaluated on them: later phases must compare"
@@ -179,6 +182,27 @@ def _competition_changes(
         plan.writes.append(
             lambda target: Competition.objects.filter(pk=competition.pk).update(**changed)
         )
+
+
+def _architecture_errors(spec: CompetitionSpec) -> list[str]:
+    """The declared base_architecture against the base checkpoint's config.json, where the
+    base is a folder here (a hub id is taken as declared: nothing can be downloaded)."""
+    if not spec.base_architecture:
+        return []
+    config = Path(spec.base_model) / "config.json"
+    if not config.is_file():
+        return []
+    try:
+        with config.open("rb") as f:
+            found = json.loads(f.read(1 << 20)).get("model_type")
+    except (OSError, ValueError, AttributeError) as why:
+        return [f"competition.base_model = {spec.base_model!r}: config.json unreadable ({why})"]
+    if found != spec.base_architecture:
+        return [
+            f"competition.base_architecture = {spec.base_architecture!r}: the base model's "
+            f"config.json says model_type {found!r}"
+        ]
+    return []
 
 
 def _agent_changes(

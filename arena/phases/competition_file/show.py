@@ -26,6 +26,7 @@ def competition_show(competition: Competition) -> dict[str, Any]:
     return {
         "name": competition.name,
         "base_model": competition.base_model,
+        "base_architecture": competition.base_architecture,
         "instruct_model": competition.instruct_model,
         "live_public_delay_minutes": competition.live_public_delay_minutes,
         "agents": [

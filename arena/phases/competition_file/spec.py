@@ -63,6 +63,8 @@ class CompetitionSpec:
     phases: tuple[PhaseSpec, ...]
     benchmarks: tuple[str, ...]  # empty: every benchmark of the registry
     arena: Mapping[str, int | float] = field(default_factory=dict)
+    # The base model's config.json `model_type` ("nemotron_h", "llama"); empty: not declared.
+    base_architecture: str = ""
 
 
 class CompetitionFileError(ValueError):
@@ -232,6 +234,13 @@ def _choice(choices: list[str]) -> Callable[[Any], str]:
     return check
 
 
+def _architecture(value: Any) -> str:
+    # A config.json model_type: what transformers and vLLM dispatch on.
+    if not isinstance(value, str) or not re.fullmatch(r"[a-z][a-z0-9_]{0,63}", value):
+        raise ValueError("must be a model_type such as nemotron_h or llama (a-z, 0-9, _)")
+    return value
+
+
 def _argv(value: Any) -> tuple[str, ...]:
     # A list, never a string split on spaces: an argument may hold any character.
     if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
@@ -240,7 +249,13 @@ def _argv(value: Any) -> tuple[str, ...]:
 
 
 TOP_KEYS = ("competition", "agents", "phases", "benchmarks", "arena")
-COMPETITION_KEYS = ("name", "base_model", "instruct_model", "live_public_delay_minutes")
+COMPETITION_KEYS = (
+    "name",
+    "base_model",
+    "base_architecture",
+    "instruct_model",
+    "live_public_delay_minutes",
+)
 AGENT_KEYS = ("name", "harness", "model", "command", "scaffold_budget_usd")
 BUDGET_KEYS = (
     "gpu_hours",
@@ -281,6 +296,7 @@ def competition_spec_parse(data: Any) -> CompetitionSpec:
     head = _Reader(errors, "competition", top.table.get("competition", {}), COMPETITION_KEYS)
     name = head.required("name", _text(100), "")
     base_model = head.required("base_model", _text(1000), "")
+    base_architecture = head.get("base_architecture", _architecture, "")
     instruct_model = head.get("instruct_model", _text(1000, empty=True), "")
     delay = head.get("live_public_delay_minutes", _integer(0))
 
@@ -316,6 +332,7 @@ def competition_spec_parse(data: Any) -> CompetitionSpec:
     return CompetitionSpec(
         name=name,
         base_model=base_model,
+        base_architecture=base_architecture,
         instruct_model=instruct_model,
         live_public_delay_minutes=delay,
         agents=agents,

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
@@ -59,7 +60,17 @@ from arena.phases.demo import (
 from arena.phases.serving import ArenaServers
 from evalsuite import hub
 from frontend.crowd import crowd_run
-from infra.tiny_models import build_tiny_models
+
+
+@dataclass
+class _Started:
+    """What the demo has started so far, for its stopping."""
+
+    site: subprocess.Popen[bytes] | None = None
+    upstream: subprocess.Popen[bytes] | None = None
+    scout: Agent | None = None
+    agents: list[Agent] = field(default_factory=list)
+    servers: ArenaServers = field(default_factory=ArenaServers)
 
 
 class Command(BaseCommand):
@@ -102,196 +113,63 @@ class Command(BaseCommand):
         call_command("migrate", interactive=False, verbosity=0)
         prompts_load(texts=default_prompts())
 
-        clock.stage("tiny models")
-        self._step(f"tiny models in {settings.ARENA_MODELS_DIR}")
-        build_tiny_models(settings.ARENA_MODELS_DIR, log=lambda line: say(f"    {line}"))
-        instruct = settings.ARENA_MODELS_DIR / "instruct"
-
-        clock.stage("training environment")
-        self._step(f"the agents' training environment in {settings.AGENTS_TRAIN_ENV}")
-        try:
-            training_environment_ensure(say)
-            firewall_ensure(say)
-        except RuntimeError as failed:
-            raise CommandError(str(failed)) from None
-        base = base_model_share(settings.ARENA_MODELS_DIR / "base")
-        say(f"the base model every agent reads: {base}")
-
-        site: subprocess.Popen[bytes] | None = None
-        upstream: subprocess.Popen[bytes] | None = None
-        scout: Agent | None = None
-        servers = ArenaServers()
-        agents: list[Agent] = []
+        base, instruct = self._prerequisites(clock)
+        started = _Started()
+        finished = interrupted = False  # finished: the verdict is given
         stop = threading.Event()
-        interrupted = False
         signal.signal(signal.SIGTERM, _interrupt)  # stop like Ctrl-C, whatever step it is in
+        # Ctrl-C stops it even where it was started with SIGINT ignored (a background job of a
+        # script), which Python would otherwise keep ignoring.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         url = f"http://{host}:{port}"
         try:
             clock.stage("site")
             self._step("voting site and agent API (daphne)")
-            site = _start_site(host, port)
+            started.site = site = _start_site(host, port)
             # Agents reach the site through the gateway port only (the firewall closes `port`).
             settings.AGENTS_ARENA_URL = f"http://{host}:{settings.AGENTS_GATEWAY_PORT}"
             say(f"the site is up at {url}/ (the arena has models once phase 1 is served)")
-
-            clock.stage("agents")
-            self._step(
-                "competition and its agents: three reference agents, and one the platform's"
-                " harness drives"
-            )
-            competition = competition_start(base, instruct)
-            agents = agents_provision(say)
-            scout = harness_agent_provision(say)
-            upstream = scripted_upstream_start(base, say)
-            tick(say)  # phase 1 starts, and with it the supervised run of the harness's agent
-            phase_1, phase_2 = competition.phases.order_by("number")
-
-            for phase, number in ((phase_1, 1), (phase_2, 2)):
-                clock.stage(f"{phase.label} training")
-                self._step(
-                    f"{phase.label}: the agents train ({'SFT/LoRA' if number == 1 else 'with their votes'})"
-                )
-                codes = agents_run(agents, number, say, base=base)
-                run = harness_run_wait(scout, phase, say)
-                nominated = nominations_of(phase)
-                outcome.check(
-                    run is not None and run.state == "finished",
-                    f"{scout.name} (the platform's harness) ran {phase.label} to the end",
-                    f"{scout.name}'s harness run in {phase.label} did not finish: "
-                    + (f"{run.state}, {run.detail}" if run else "the supervisor never started it"),
-                )
-                outcome.check(
-                    scout.name in nominated,
-                    f"{scout.name} nominated a checkpoint for {phase.label}",
-                    f"{scout.name} nominated nothing for {phase.label}",
-                )
-                # This phase's session only: the events since its run was created (the page
-                # gives times to the millisecond).
-                began = run.created_at.replace(microsecond=0) if run is not None else None
-                watched = [
-                    event
-                    for event in live_events(url, scout)
-                    if began is not None and datetime.fromisoformat(event["at"]) >= began
-                ]
-                tools = [e for e in watched if e.get("kind") == "tool_call"]
-                models = [e for e in watched if e.get("kind") == "model_call"]
-                outcome.check(
-                    bool(tools) and bool(models) and "arena-agent nominate" in str(watched),
-                    f"{scout.name}'s live page shows its trajectory ({len(models)} model calls,"
-                    f" {len(tools)} tool calls, the nomination among them)",
-                    f"{scout.name}'s live page shows {len(watched)} events, not its session",
-                )
-                for name, code in codes.items():
-                    outcome.check(
-                        code == 0,
-                        f"{name} ran {phase.label} to the end",
-                        f"{name} stopped with an error in {phase.label} (exit code {code})",
-                    )
-                    outcome.check(
-                        name in nominated,
-                        f"{name} nominated a checkpoint for {phase.label}",
-                        f"{name} nominated nothing for {phase.label}",
-                    )
-                say(f"nominated: {', '.join(nominated) or 'nobody'}")
-
-                clock.stage(f"{phase.label} freeze and serving")
-                self._step(f"{phase.label}: freeze, and serve the nominated models")
-                phase.refresh_from_db()
-                phase_end_now(phase)
-                tick(say)
-                serve(servers, say)
-                evaluations_start(say)
-
-                clock.stage(f"{phase.label} arena")
-                if crowd:
-                    self._step(
-                        f"{phase.label}: the arena — a simulated crowd votes ({votes} battles)"
-                    )
-                    for line in crowd_vote(url, votes, say, seed=number).splitlines():
-                        say(line)
-                else:
-                    self._step(
-                        f"{phase.label}: the arena is open at {url}/ — vote, then press Enter"
-                    )
-                    input()
-                silent = contestants_silent(phase)
-                outcome.check(
-                    not silent,
-                    f"every model served in {phase.label} answered in the arena",
-                    f"served in {phase.label} but never answered: {', '.join(silent)}",
-                )
-                if number == 1:
-                    arena_close_now(competition, phase)  # phase 2 starts: feedback goes out
-                    tick(say)
-                else:
-                    # The last arena stays open for people; its table so far is the result.
-                    phase_leaderboard_fit(phase=phase.label)
-                for line in leaderboard_lines(phase.label):
-                    say(line)
-
-            clock.stage("benchmarks and audits")
-            self._step("benchmarks (the evaluation jobs) and the rule-violation audit")
-            evaluations_wait(say)
-            for phase in (phase_1, phase_2):
-                for line in benchmark_lines(phase):
-                    say(line)
-                unfinished = evaluations_unfinished(phase)
-                outcome.check(
-                    not unfinished,
-                    f"every served model of {phase.label} was evaluated",
-                    f"{phase.label} evaluations that did not finish: {'; '.join(unfinished)}",
-                )
-            for line in audit_lines(None, say):
-                say(line)
-
-            clock.stage("final report")
-            self._step("the final leaderboard and each agent's change")
-            changes = agent_changes([*agents, scout])
-            for line in agent_change_lines(changes):
-                say(line)
-            for row in changes:
-                outcome.check(
-                    row.change is not None,
-                    f"{row.agent} has a score in both phases and a change",
-                    f"{row.agent} has no number in the final table"
-                    f" (phase-1 {_number(row.phase_1)}, phase-2 {_number(row.phase_2)},"
-                    f" change {_number(row.change)})",
-                )
+            self._competition(
+                started, outcome, clock, url=url, base=base, instruct=instruct, crowd=crowd,
+                votes=votes,
+            )  # fmt: skip
             clock.finish()
             self._step("wall time by stage")
             for name, seconds in clock.stages:
                 say(f"  {name:<28} {seconds:6.0f} s")
             say(f"  {'total':<28} {sum(s for _, s in clock.stages):6.0f} s")
             self._verdict(outcome)
-            if options["exit"]:
-                return
-            self.stdout.write(
-                self.style.SUCCESS(
-                    f"\nRSI Arena is up at {url}/ — vote, see {url}/leaderboard/, the organizer"
-                    f" dashboard at {url}/organizer/ and {HARNESS_AGENT}'s session at"
-                    f" {url}/organizer/agents/{HARNESS_AGENT}/live. Ctrl-C stops everything.\n"
+            finished = True
+            # With --exit it stops here; a `return` would skip the exit status below.
+            if not options["exit"]:
+                self.stdout.write(
+                    self.style.SUCCESS(
+                        f"\nRSI Arena is up at {url}/ — vote, see {url}/leaderboard/, the"
+                        f" organizer dashboard at {url}/organizer/ and {HARNESS_AGENT}'s session"
+                        f" at {url}/organizer/agents/{HARNESS_AGENT}/live. Ctrl-C stops"
+                        " everything.\n"
+                    )
                 )
-            )
-            while not stop.wait(1.0):
-                if site.poll() is not None:
-                    raise CommandError(f"the site exited with code {site.returncode}")
+                while not stop.wait(1.0):
+                    if site.poll() is not None:
+                        raise CommandError(f"the site exited with code {site.returncode}")
         except KeyboardInterrupt:
             interrupted = True
         finally:
             self.stdout.write("\nstopping…")
-            if site is not None and site.poll() is None:
-                os.killpg(site.pid, signal.SIGTERM)
+            if started.site is not None and started.site.poll() is None:
+                os.killpg(started.site.pid, signal.SIGTERM)
                 try:
-                    site.wait(timeout=10)
+                    started.site.wait(timeout=10)
                 except subprocess.TimeoutExpired:
-                    os.killpg(site.pid, signal.SIGKILL)
-            servers.stop()
+                    os.killpg(started.site.pid, signal.SIGKILL)
+            started.servers.stop()
             runs_left = runs_end(say)
-            if upstream is not None and upstream.poll() is None:
-                os.killpg(upstream.pid, signal.SIGTERM)
-                upstream.wait(timeout=10)
+            if started.upstream is not None and started.upstream.poll() is None:
+                os.killpg(started.upstream.pid, signal.SIGTERM)
+                started.upstream.wait(timeout=10)
             cluster_jobs_cancel(say)
-            everyone = [*agents, *([scout] if scout else [])]
+            everyone = [*started.agents, *([started.scout] if started.scout else [])]
             agent_processes_end(everyone)
             left = [*runs_left, *leftovers(everyone)]
             for line in left:
@@ -301,12 +179,177 @@ class Command(BaseCommand):
                 if not left
                 else "stopped, but some of what the demo started is still running (above)"
             )
-        if interrupted:
+        # Stopped once it has given its verdict (serving the site for a person), the demo
+        # exits by that verdict; stopped before, it did not finish.
+        if interrupted and not finished:
             raise CommandError("interrupted before the end: the demo did not finish")
         if outcome.failed:
             raise CommandError(outcome.reason())
         if left:
             raise CommandError(f"the demo left {len(left)} process(es) running")
+        if interrupted:
+            self.stdout.write(
+                self.style.SUCCESS(
+                    f"the demo had finished ({len(outcome.worked)} checks passed); stopped cleanly"
+                )
+            )
+
+    def _prerequisites(self, clock: StageClock) -> tuple[Path, Path]:
+        """What the agents run and read, built here: the tiny models, the training environment
+        and the firewall, and the base model published read-only. Returns the base model every
+        agent reads and the instruct reference."""
+        from infra.tiny_models import build_tiny_models  # torch: imported only to build
+
+        clock.stage("tiny models")
+        self._step(f"tiny models in {settings.ARENA_MODELS_DIR}")
+        build_tiny_models(settings.ARENA_MODELS_DIR, log=lambda line: self._say(f"    {line}"))
+        instruct = settings.ARENA_MODELS_DIR / "instruct"
+
+        clock.stage("training environment")
+        self._step(f"the agents' training environment in {settings.AGENTS_TRAIN_ENV}")
+        try:
+            training_environment_ensure(self._say)
+            firewall_ensure(self._say)
+        except RuntimeError as failed:
+            raise CommandError(str(failed)) from None
+        base = base_model_share(settings.ARENA_MODELS_DIR / "base")
+        self._say(f"the base model every agent reads: {base}")
+        return base, instruct
+
+    def _competition(
+        self,
+        started: _Started,
+        outcome: DemoOutcome,
+        clock: StageClock,
+        *,
+        url: str,
+        base: Path,
+        instruct: Path,
+        crowd: bool,
+        votes: int,
+    ) -> None:
+        """The competition, from its agents to the final report, each check in `outcome`; what
+        it starts goes in `started`, for the demo's stopping."""
+        say = self._say
+        clock.stage("agents")
+        self._step(
+            "competition and its agents: three reference agents, and one the platform's"
+            " harness drives"
+        )
+        competition = competition_start(base, instruct)
+        started.agents = agents = agents_provision(say)
+        started.scout = scout = harness_agent_provision(say)
+        started.upstream = scripted_upstream_start(base, say)
+        tick(say)  # phase 1 starts, and with it the supervised run of the harness's agent
+        phase_1, phase_2 = competition.phases.order_by("number")
+
+        for phase, number in ((phase_1, 1), (phase_2, 2)):
+            clock.stage(f"{phase.label} training")
+            self._step(
+                f"{phase.label}: the agents train ({'SFT/LoRA' if number == 1 else 'with their votes'})"
+            )
+            codes = agents_run(agents, number, say, base=base)
+            run = harness_run_wait(scout, phase, say)
+            nominated = nominations_of(phase)
+            outcome.check(
+                run is not None and run.state == "finished",
+                f"{scout.name} (the platform's harness) ran {phase.label} to the end",
+                f"{scout.name}'s harness run in {phase.label} did not finish: "
+                + (f"{run.state}, {run.detail}" if run else "the supervisor never started it"),
+            )
+            outcome.check(
+                scout.name in nominated,
+                f"{scout.name} nominated a checkpoint for {phase.label}",
+                f"{scout.name} nominated nothing for {phase.label}",
+            )
+            # This phase's session only: the events since its run was created (the page
+            # gives times to the millisecond).
+            began = run.created_at.replace(microsecond=0) if run is not None else None
+            watched = [
+                event
+                for event in live_events(url, scout)
+                if began is not None and datetime.fromisoformat(event["at"]) >= began
+            ]
+            tools = [e for e in watched if e.get("kind") == "tool_call"]
+            models = [e for e in watched if e.get("kind") == "model_call"]
+            outcome.check(
+                bool(tools) and bool(models) and "arena-agent nominate" in str(watched),
+                f"{scout.name}'s live page shows its trajectory ({len(models)} model calls,"
+                f" {len(tools)} tool calls, the nomination among them)",
+                f"{scout.name}'s live page shows {len(watched)} events, not its session",
+            )
+            for name, code in codes.items():
+                outcome.check(
+                    code == 0,
+                    f"{name} ran {phase.label} to the end",
+                    f"{name} stopped with an error in {phase.label} (exit code {code})",
+                )
+                outcome.check(
+                    name in nominated,
+                    f"{name} nominated a checkpoint for {phase.label}",
+                    f"{name} nominated nothing for {phase.label}",
+                )
+            say(f"nominated: {', '.join(nominated) or 'nobody'}")
+
+            clock.stage(f"{phase.label} freeze and serving")
+            self._step(f"{phase.label}: freeze, and serve the nominated models")
+            phase.refresh_from_db()
+            phase_end_now(phase)
+            tick(say)
+            serve(started.servers, say)
+            evaluations_start(say)
+
+            clock.stage(f"{phase.label} arena")
+            if crowd:
+                self._step(f"{phase.label}: the arena — a simulated crowd votes ({votes} battles)")
+                for line in crowd_vote(url, votes, say, seed=number).splitlines():
+                    say(line)
+            else:
+                self._step(f"{phase.label}: the arena is open at {url}/ — vote, then press Enter")
+                input()
+            silent = contestants_silent(phase)
+            outcome.check(
+                not silent,
+                f"every model served in {phase.label} answered in the arena",
+                f"served in {phase.label} but never answered: {', '.join(silent)}",
+            )
+            if number == 1:
+                arena_close_now(competition, phase)  # phase 2 starts: feedback goes out
+                tick(say)
+            else:
+                # The last arena stays open for people; its table so far is the result.
+                phase_leaderboard_fit(phase=phase.label)
+            for line in leaderboard_lines(phase.label):
+                say(line)
+
+        clock.stage("benchmarks and audits")
+        self._step("benchmarks (the evaluation jobs) and the rule-violation audit")
+        evaluations_wait(say)
+        for phase in (phase_1, phase_2):
+            for line in benchmark_lines(phase):
+                say(line)
+            unfinished = evaluations_unfinished(phase)
+            outcome.check(
+                not unfinished,
+                f"every served model of {phase.label} was evaluated",
+                f"{phase.label} evaluations that did not finish: {'; '.join(unfinished)}",
+            )
+        for line in audit_lines(None, say):
+            say(line)
+
+        clock.stage("final report")
+        self._step("the final leaderboard and each agent's change")
+        changes = agent_changes([*agents, scout])
+        for line in agent_change_lines(changes):
+            say(line)
+        for row in changes:
+            outcome.check(
+                row.change is not None,
+                f"{row.agent} has a score in both phases and a change",
+                f"{row.agent} has no number in the final table"
+                f" (phase-1 {_number(row.phase_1)}, phase-2 {_number(row.phase_2)},"
+                f" change {_number(row.change)})",
+            )
 
     def _verdict(self, outcome: DemoOutcome) -> None:
         self._step("what worked and what did not")

@@ -56,6 +56,10 @@
       const last = event.last_message || {};
       if (last.content) card.append(block(`last message (${last.role || "?"})`, last.content));
       card.append(block("reply", event.reply));
+      if (event.proposed_commands) {
+        // Commands the reply proposes (fenced shell): a scaffold runs them unseen by the platform.
+        card.append(block("proposed commands", event.proposed_commands));
+      }
       if (event.tool_calls) card.append(block("tool calls", event.tool_calls));
     } else if (event.kind === "api_call") {
       field(facts, "call", `${event.method} ${event.path}`);

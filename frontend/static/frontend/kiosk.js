@@ -48,6 +48,23 @@
   // No way off the page: no context menu, and full screen from the first touch (browsers allow
   // it only in a user gesture; a kiosk browser started with --kiosk is full screen already).
   document.addEventListener("contextmenu", (event) => event.preventDefault());
+  // The kiosk is this one page: a link that would leave it (another site, another page of the
+  // arena, a new window) is refused, so the booth never ends up on a page without this script
+  // and its idle reset. Answers render no links; this holds whatever reaches the page.
+  function refuseLeaving(event) {
+    const link = event.target instanceof Element && event.target.closest("a[href], area[href]");
+    if (!link) return;
+    const target = new URL(link.href, location.href);
+    const samePage = target.origin === location.origin && target.pathname === location.pathname
+      && target.search === location.search && !link.target && !link.hasAttribute("download");
+    if (!samePage) event.preventDefault();
+  }
+  ["click", "auxclick"].forEach((name) =>
+    document.addEventListener(name, refuseLeaving, { capture: true }));
+  document.addEventListener("submit", (event) => {
+    const action = new URL(event.target.getAttribute("action") || "", location.href);
+    if (action.origin !== location.origin) event.preventDefault();
+  }, { capture: true });
   document.addEventListener("pointerdown", () => {
     if (!document.fullscreenElement && document.documentElement.requestFullscreen) {
       document.documentElement.requestFullscreen().catch(() => {});

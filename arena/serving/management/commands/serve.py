@@ -6,7 +6,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from arena.serving.backends import serving_backend_from_settings
+from arena.serving.backend_choice import serving_backend_from_settings
 from arena.serving.services import contestant_register, contestants_deactivate
 
 
