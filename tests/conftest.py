@@ -30,10 +30,15 @@ from cluster.backends.slurm import SlurmBackend
 from cluster.slurm import cli as slurm_cli
 from infra.tiny_models import build_tiny_models
 from tests.support.scripted_llm import ScriptedLLM
+from tests.support.workers import worker_path
 
 ROOT = Path(__file__).resolve().parent.parent
+# Shared by the workers: built once under a lock (`tiny_models`), then only read.
+# The default tiny kit (infra/tiny_models DEFAULT_ARCH, the dense Llama), and the competition's
+# Nemotron-H architecture in miniature.
 TEST_MODELS_DIR = ROOT / "var" / "test-models"
-TEST_LOG_DIR = ROOT / "var" / "test-logs"
+TEST_NEMOTRON_MODELS_DIR = ROOT / "var" / "test-models-nemotron"
+TEST_LOG_DIR = worker_path(ROOT / "var" / "test-logs")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -93,15 +98,28 @@ def benchmarks_from_the_fixture_hub_cache() -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def tiny_models() -> Path:
-    """The full default tiny-model build, made once and reused while up to date."""
+    """The full default tiny-model build, made once and reused while up to date. The build
+    holds a lock on the folder: the first worker builds, the others wait and find it up to
+    date."""
     build_tiny_models(TEST_MODELS_DIR, log=lambda line: print(f"[tiny-models] {line}"))
     return TEST_MODELS_DIR
 
 
 @pytest.fixture(scope="session")
+def tiny_nemotron_models() -> Path:
+    """The tiny Nemotron-H kit (hybrid Mamba-attention MoE), built and shared like `tiny_models`."""
+    build_tiny_models(
+        TEST_NEMOTRON_MODELS_DIR,
+        arch="nemotron_h",
+        log=lambda line: print(f"[tiny-nemotron] {line}"),
+    )
+    return TEST_NEMOTRON_MODELS_DIR
+
+
+@pytest.fixture(scope="session")
 def model_servers(tiny_models: Path) -> Iterator[dict[str, Endpoint]]:
     """One real `transformers serve` process per tiny checkpoint."""
-    backend = LocalServingBackend(host="127.0.0.1", base_port=18100, log_dir=TEST_LOG_DIR)
+    backend = LocalServingBackend(host="127.0.0.1", base_port=0, log_dir=TEST_LOG_DIR)
     names = ["base", "instruct", "markdown"]
     endpoints = backend.start([tiny_models / name for name in names])
     yield dict(zip(names, endpoints, strict=True))
@@ -153,7 +171,12 @@ def _free_port() -> int:
 def live_arena(django_db_setup: None, django_db_blocker: object) -> Iterator[LiveArena]:
     """The arena as production runs it: daphne in its own process, on the test database and
     the configured channel layer. Tests that use it commit their rows (see `arena`)."""
-    port = _free_port()
+    # Bound here and handed to daphne (--fd): a port picked and let go could be another
+    # worker's by the time daphne, seconds later, binds it.
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(128)
+    port = listener.getsockname()[1]
     env = {
         **os.environ,
         "DATABASE_URL": _database_url_for_subprocess(),
@@ -176,17 +199,23 @@ def live_arena(django_db_setup: None, django_db_blocker: object) -> Iterator[Liv
                 sys.executable,
                 "-m",
                 "daphne",
-                "-b",
-                "127.0.0.1",
-                "-p",
-                str(port),
+                "--fd",
+                str(listener.fileno()),
                 "arena.asgi:application",
             ],
-            cwd=ROOT,
-            env=env,
+            # Run from the log folder, not the checkout: `security check` counts the site
+            # processes run from the checkout as its deployment (security/listening.py), and
+            # a test's arena on a spare port is not that deployment.
+            cwd=TEST_LOG_DIR,
+            env={
+                **env,
+                "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])),
+            },
             stdout=log,
             stderr=subprocess.STDOUT,
+            pass_fds=(listener.fileno(),),
         )
+    listener.close()  # daphne holds its own copy
     deadline = time.monotonic() + 60
     while True:
         if process.poll() is not None:
@@ -209,6 +238,33 @@ def live_arena(django_db_setup: None, django_db_blocker: object) -> Iterator[Liv
 
 
 @pytest.fixture
-def arena(live_arena: LiveArena, transactional_db: None) -> LiveArena:
-    """The live arena, with this test's database rows committed so the server sees them."""
-    return live_arena
+def arena(live_arena: LiveArena, transactional_db: None) -> Iterator[LiveArena]:
+    """The live arena, with this test's database rows committed so the server sees them.
+    Afterwards it waits for the server to finish what the test asked of it before the tables
+    are emptied: a reply can reach the test before the server's last write (a settlement, a
+    trajectory event) commits, and emptying the tables under that write deadlocks."""
+    yield live_arena
+    server_writes_wait()
+
+
+def server_writes_wait(timeout_s: float = 30, quiet_s: float = 0.3) -> None:
+    """Until no other session on this test database has run a statement or held a transaction
+    open for `quiet_s` (at most `timeout_s`; the flush then reports whatever still holds it)."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return
+    deadline = time.monotonic() + timeout_s
+    quiet_since = time.monotonic()
+    with connection.cursor() as cursor:
+        while time.monotonic() < deadline:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND pid <> pg_backend_pid() "
+                "AND (state = 'active' OR state LIKE 'idle in transaction%%')"
+            )
+            if cursor.fetchone()[0]:
+                quiet_since = time.monotonic()
+            elif time.monotonic() - quiet_since >= quiet_s:
+                return
+            time.sleep(0.05)

@@ -143,10 +143,14 @@ def eval_run(
     stderr: float | None = 0.01,
     n: int = 100,
     judge_model: str = "",
+    items: dict[str, list[float]] | None = None,
 ):
     """A collected evaluation run: one model's scores on the named benchmarks, each the mean
-    of `n` items with standard error `stderr`, as `evaluations_collect` leaves them."""
-    from evalsuite.models import BenchmarkResult, EvalRun
+    of `n` items with standard error `stderr`, as `evaluations_collect` leaves them. A
+    benchmark in `items` has those per-item values stored (items "0", "1", ...), its score,
+    standard error and n computed from them as the runner does (`scores` is then ignored)."""
+    from evalsuite.metrics import mean_and_stderr
+    from evalsuite.models import BenchmarkResult, EvalRun, ItemResult
     from evalsuite.registry import benchmark
 
     run = EvalRun.objects.create(
@@ -156,11 +160,15 @@ def eval_run(
     )  # fmt: skip
     for name, score in scores.items():
         entry = benchmark(name)
-        BenchmarkResult.objects.create(
+        values = (items or {}).get(name)
+        stored = (score, stderr, n) if values is None else (*mean_and_stderr(values), len(values))
+        result = BenchmarkResult.objects.create(
             run=run, benchmark=name, domain=entry.domain, kind=entry.kind,
-            held_out=entry.held_out, score=score, stderr=stderr, n=n,
+            held_out=entry.held_out, score=stored[0], stderr=stored[1], n=stored[2],
             judge_model=judge_model if entry.scorer == "judge" else "",
         )  # fmt: skip
+        for i, value in enumerate(values or []):
+            ItemResult.objects.create(result=result, item_id=str(i), value=value)
     return run
 
 

@@ -2,8 +2,8 @@
 # Keep agents' Unix users off the platform's own ports (issue 12, item 13), with nftables.
 #
 # Loads rsi-arena.nft: table inet rsi_arena, whose output hook rejects TCP from any uid in the
-# set `agents` to any address of this host on the ports in `platform_ports` (site 8000,
-# PostgreSQL, Redis, MariaDB, slurmdbd, model servers 8100-8199). The agent gateway (8001),
+# set `agents` to any address of this host on the ports in `platform_ports` (the site: 80,
+# 443, 8080, 8000; PostgreSQL, Redis, MariaDB, slurmdbd, model servers 8100-8199). The agent gateway (8001),
 # slurmctld, the slurmds and every other port stay open. Then it blocks the agents again: every
 # `agent_*` Unix user at once (the kernel forgot them at the reboot), and the database's active
 # agents through `manage.py security firewall`, which also adds the ports the settings name.

@@ -465,6 +465,28 @@ smoke_test() {
   log "smoke test: $out"
 }
 
+check_association_tree() {
+  # slurmdbd keeps associations as a nested set (lft/rgt). Changes sent by several processes
+  # at once corrupt it (the platform now takes a lock for each: cluster/slurm/cli.py), and a
+  # corrupt tree blocks or opens the wrong agents. Each association must lie directly inside
+  # its own account (a user's) or its parent account (an account's).
+  local wrong
+  wrong=$(mysql -N -B "$DB_NAME" -e "
+    SELECT CONCAT(c.acct, IF(c.user = '', '', CONCAT('/', c.user)), ' lies in ',
+                  IFNULL(e.acct, 'nothing'))
+    FROM ${CLUSTER}_assoc_table c
+    LEFT JOIN ${CLUSTER}_assoc_table e ON e.id_assoc = (
+      SELECT p.id_assoc FROM ${CLUSTER}_assoc_table p
+      WHERE p.deleted = 0 AND p.user = '' AND p.lft < c.lft AND p.rgt > c.rgt
+      ORDER BY p.lft DESC LIMIT 1)
+    WHERE c.deleted = 0 AND NOT (c.acct = 'root' AND c.user = '')
+      AND IFNULL(e.acct, '') <> IF(c.user = '', c.parent_acct, c.acct)" 2>&1) \
+    || die "could not read slurmdbd's associations: $wrong"
+  [ -z "$wrong" ] || die "slurmdbd's association tree is inconsistent (changed by several \
+processes at once?): $(tr '\n' ';' <<<"$wrong"). Remove the accounts named with sacctmgr, or \
+on a test machine drop $DB_NAME and rerun this script"
+}
+
 main() {
   [ "$(id -u)" -eq 0 ] || die "run as root"
   install_packages
@@ -484,6 +506,7 @@ main() {
   wait_nodes
   log "cluster up: $(sinfo -h -o '%P %D nodes %T %G' | tr '\n' ' ')"
   ensure_accounting
+  check_association_tree
   smoke_test
   log "done in $((SECONDS - T0))s; started by this script: $(tr '\n' ' ' < "$STARTED")"
 }

@@ -1,4 +1,5 @@
-"""Tiny model kit: a tokenizer and three ~0.85M-parameter Llama checkpoints built locally.
+"""Tiny model kit: a tokenizer and three sub-million-parameter checkpoints (a dense Llama, or a
+Nemotron-H hybrid Mamba-attention mixture of experts) built locally.
 
 `build_tiny_models(out_dir)` produces `tokenizer/`, `base/`, `instruct/`, `markdown/` and
 `manifest.json`, deterministically from a seed and without any download. See README.md.

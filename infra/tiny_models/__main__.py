@@ -1,4 +1,4 @@
-"""CLI: `python -m infra.tiny_models build [--out DIR] [--seed N] [--force] ...`."""
+"""CLI: `python -m infra.tiny_models build [--arch A] [--out DIR] [--seed N] [--force] ...`."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from .build import DEFAULT_OUT_DIR, build_tiny_models
+from .config import ARCHITECTURES, DEFAULT_ARCH
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -13,6 +14,9 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="build tokenizer, base, instruct and markdown models")
     b.add_argument("--out", type=Path, default=DEFAULT_OUT_DIR, help=f"default {DEFAULT_OUT_DIR}")
+    b.add_argument(
+        "--arch", choices=ARCHITECTURES, default=DEFAULT_ARCH, help=f"default {DEFAULT_ARCH}"
+    )
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--force", action="store_true", help="rebuild even if up to date")
     b.add_argument("--pretrain-steps", type=int, default=None)
@@ -21,6 +25,7 @@ def main(argv: list[str] | None = None) -> int:
 
     manifest = build_tiny_models(
         args.out,
+        arch=args.arch,
         seed=args.seed,
         force=args.force,
         pretrain_steps=args.pretrain_steps,

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import torch
 import transformers
-from transformers import LlamaForCausalLM, PreTrainedTokenizerFast
+from transformers import PreTrainedModel, PreTrainedTokenizerFast
 from transformers.utils import logging as hf_logging
 
 from . import corpus
-from .config import KIT_VERSION, KitConfig
+from .config import DEFAULT_ARCH, KIT_VERSION, KitConfig
 from .manifest import MANIFEST_NAME, WEIGHTS_NAME, Manifest, ModelRecord, sha256_file
 from .tokenizer import ENDOFTEXT, IM_END, IM_START, train_tokenizer
 from .training import (
@@ -41,18 +41,19 @@ OUTPUTS = ["tokenizer", "base", *(name for name, _ in SFT_VARIANTS)]
 def build_tiny_models(
     out_dir: Path,
     *,
+    arch: str = DEFAULT_ARCH,
     seed: int = 0,
     force: bool = False,
     pretrain_steps: int | None = None,
     sft_steps: int | None = None,
     log: Log = print,
 ) -> Manifest:
-    """Build tokenizer, base, instruct and markdown checkpoints into `out_dir`.
+    """Build tokenizer, base, instruct and markdown checkpoints of `arch` into `out_dir`.
 
     Skips the work ("up to date") when `out_dir` already holds a finished build of the same kit
     version and config whose weights are intact, unless `force`.
     """
-    cfg = KitConfig(seed=seed)
+    cfg = KitConfig(seed=seed, arch=arch)
     if pretrain_steps is not None:
         cfg = replace(cfg, pretrain_steps=pretrain_steps)
     if sft_steps is not None:
@@ -70,7 +71,7 @@ def build_tiny_models(
             and existing.config == cfg.to_dict()
             and existing.files_intact()
         ):
-            log(f"tiny models in {out_dir}: up to date (seed {seed}, kit {KIT_VERSION})")
+            log(f"tiny models in {out_dir}: up to date ({arch}, seed {seed}, kit {KIT_VERSION})")
             return existing
         return _build_into(out_dir, cfg, log)
 
@@ -94,7 +95,7 @@ def _build_into(out_dir: Path, cfg: KitConfig, log: Log) -> Manifest:
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
     log(
-        f"tiny models: building into {out_dir} (seed {cfg.seed}, "
+        f"tiny models: building {cfg.arch} into {out_dir} (seed {cfg.seed}, "
         f"{cfg.pretrain_steps} pretrain + 2x{cfg.sft_steps} SFT steps)"
     )
     try:
@@ -204,7 +205,7 @@ def _quiet_progress() -> Iterator[None]:
 
 
 def _save(
-    model: LlamaForCausalLM, tokenizer: PreTrainedTokenizerFast, path: Path, result: TrainResult
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerFast, path: Path, result: TrainResult
 ) -> ModelRecord:
     with _quiet_progress():  # a one-shard "Writing model shards" bar is noise in build logs
         model.save_pretrained(path)  # safetensors only (the v5 default)

@@ -46,6 +46,11 @@ class Manifest:
     out_dir: Path = field(default=Path("."), compare=False)
     rebuilt: bool = field(default=False, compare=False)
 
+    @property
+    def arch(self) -> str:
+        """The architecture built ("nemotron_h", "llama"); kits before version 2 built Llama."""
+        return str(self.config.get("arch", "llama"))
+
     def model_dir(self, name: str) -> Path:
         """Absolute checkpoint directory of `name` ("base", "instruct", "markdown")."""
         return (self.out_dir / self.models[name].path).resolve()

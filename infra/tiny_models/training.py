@@ -9,7 +9,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
-from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+from transformers import (
+    GenerationConfig,
+    LlamaConfig,
+    LlamaForCausalLM,
+    NemotronHConfig,
+    NemotronHForCausalLM,
+    PreTrainedModel,
+    PreTrainedTokenizerFast,
+)
 
 from cluster.training.schedule import warmup_cosine
 
@@ -51,25 +59,55 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def new_model(cfg: KitConfig, tokenizer: PreTrainedTokenizerFast) -> LlamaForCausalLM:
-    """A randomly initialised Llama wired to the tokenizer's special tokens."""
+def new_model(cfg: KitConfig, tokenizer: PreTrainedTokenizerFast) -> PreTrainedModel:
+    """A randomly initialised model of `cfg.arch`, wired to the tokenizer's special tokens."""
     bos = tokenizer.convert_tokens_to_ids(ENDOFTEXT)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=cfg.hidden_size,
-        intermediate_size=cfg.intermediate_size,
-        num_hidden_layers=cfg.num_layers,
-        num_attention_heads=cfg.num_heads,
-        num_key_value_heads=cfg.num_kv_heads,
-        head_dim=cfg.hidden_size // cfg.num_heads,
-        max_position_embeddings=cfg.max_positions,
-        rms_norm_eps=1e-5,
-        tie_word_embeddings=True,
-        bos_token_id=bos,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    model = LlamaForCausalLM(config)
+    special = {
+        "vocab_size": len(tokenizer),
+        "bos_token_id": bos,
+        "eos_token_id": tokenizer.eos_token_id,
+        "pad_token_id": tokenizer.pad_token_id,
+    }
+    attention = {
+        "hidden_size": cfg.hidden_size,
+        "num_attention_heads": cfg.num_heads,
+        "num_key_value_heads": cfg.num_kv_heads,
+        "head_dim": cfg.hidden_size // cfg.num_heads,
+        "max_position_embeddings": cfg.max_positions,
+    }
+    model: PreTrainedModel
+    if cfg.arch == "nemotron_h":
+        model = NemotronHForCausalLM(
+            NemotronHConfig(
+                **special,
+                **attention,
+                layer_types=list(cfg.layer_types),
+                mamba_num_heads=cfg.mamba_heads,
+                mamba_head_dim=cfg.mamba_head_dim,
+                ssm_state_size=cfg.ssm_state_size,
+                n_groups=1,
+                chunk_size=cfg.max_positions // 4,
+                n_routed_experts=cfg.routed_experts,
+                num_experts_per_tok=cfg.experts_per_token,
+                moe_intermediate_size=cfg.expert_intermediate_size,
+                n_shared_experts=1,
+                moe_shared_expert_intermediate_size=cfg.expert_intermediate_size,
+                intermediate_size=cfg.intermediate_size,
+                layer_norm_epsilon=1e-5,
+                tie_word_embeddings=False,  # as the real Nemotron-H
+            )
+        )
+    else:
+        model = LlamaForCausalLM(
+            LlamaConfig(
+                **special,
+                **attention,
+                intermediate_size=cfg.intermediate_size,
+                num_hidden_layers=cfg.num_layers,
+                rms_norm_eps=1e-5,
+                tie_word_embeddings=True,
+            )
+        )
     # eos is <|im_end|> even for the base model: it *would* stop if it had learned to, which is
     # exactly the failure mode (never stopping) the base model is meant to show.
     model.generation_config = GenerationConfig(
@@ -79,7 +117,7 @@ def new_model(cfg: KitConfig, tokenizer: PreTrainedTokenizerFast) -> LlamaForCau
 
 
 def _train(
-    model: LlamaForCausalLM,
+    model: PreTrainedModel,
     batches: Iterator[Batch],
     *,
     steps: int,
@@ -115,9 +153,7 @@ def _train(
     return TrainResult(steps, round(sum(tail) / len(tail), 4), time.perf_counter() - start)
 
 
-def pretrain(
-    model: LlamaForCausalLM, stream: torch.Tensor, cfg: KitConfig, log: Log
-) -> TrainResult:
+def pretrain(model: PreTrainedModel, stream: torch.Tensor, cfg: KitConfig, log: Log) -> TrainResult:
     """Next-token prediction on random windows of one long token stream."""
     gen = torch.Generator().manual_seed(cfg.seed)
     span = cfg.pretrain_seq_len
@@ -141,7 +177,7 @@ def pretrain(
 
 
 def sft(
-    model: LlamaForCausalLM,
+    model: PreTrainedModel,
     examples: list[tuple[list[int], list[int]]],
     pad_id: int,
     cfg: KitConfig,

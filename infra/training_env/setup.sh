@@ -19,9 +19,13 @@ CONSTRAINTS=$REPO/constraints.txt
 TORCH=torch==2.13.0
 PACKAGES=(transformers trl peft accelerate datasets safetensors tokenizers jinja2)
 # DeepSpeed ships only a source archive; its setup.py imports torch, so it builds against the
-# torch installed above (no build isolation) with no ops compiled ahead: DeepSpeed JIT-compiles
-# what a job uses on first use, into the job user's own ~/.cache/torch_extensions.
+# torch installed above (no build isolation). The one op a CPU job loads, the shared-memory
+# collectives, is compiled here, once: left to DeepSpeed's JIT, every agent's user would compile
+# it again on its first job (minutes, into its own ~/.cache/torch_extensions), and a shared
+# writable cache would let one agent plant a library in another's job. GPU ops stay JIT: they
+# need the cluster's CUDA toolkit, which this build machine may not have.
 DEEPSPEED=(deepspeed hjson ninja py-cpuinfo einops msgpack psutil pydantic wheel)
+DEEPSPEED_BUILD=(DS_BUILD_OPS=0 DS_BUILD_SHM_COMM=1 DS_ACCELERATOR=cpu)
 MODULES="torch transformers trl peft accelerate datasets safetensors tokenizers jinja2 deepspeed"
 STAMP=$TRAIN_ENV/.arena-stamp
 
@@ -68,7 +72,7 @@ quiet_pip() {
 }
 
 wanted=$(
-  { cat "$CONSTRAINTS"; echo "$TORCH"; printf '%s\n' "${PACKAGES[@]}" "${DEEPSPEED[@]}"; "$BASE" --version; echo "$BASE"; } \
+  { cat "$CONSTRAINTS"; echo "$TORCH"; printf '%s\n' "${PACKAGES[@]}" "${DEEPSPEED[@]}" "${DEEPSPEED_BUILD[@]}"; "$BASE" --version; echo "$BASE"; } \
     | sha256sum | cut -d' ' -f1
 )
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$wanted" ] && installed; then
@@ -90,7 +94,18 @@ log "installing ${PACKAGES[*]}"
 quiet_pip "${PACKAGES[@]}"
 log "installing DeepSpeed (built from its source archive against this torch)"
 quiet_pip "${DEEPSPEED[@]:1}"
-DS_BUILD_OPS=0 quiet_pip --no-build-isolation "${DEEPSPEED[0]}"
+# --no-cache-dir: pip's wheel cache does not key on the build variables, and a wheel built
+# without the op would be reused silently.
+build_deepspeed() {
+  env "${DEEPSPEED_BUILD[@]}" "$TRAIN_ENV/bin/python" -m pip install --quiet --disable-pip-version-check \
+    -c "$CONSTRAINTS" --no-build-isolation --no-cache-dir "$@" "${DEEPSPEED[0]}" \
+    2> >(grep -v 'is ignored: it is neither a file nor a directory' >&2)
+}
+has_shm_op() { "$TRAIN_ENV/bin/python" -c 'import torch, deepspeed.ops.comm.deepspeed_shm_comm_op' >/dev/null 2>&1; }
+build_deepspeed
+# An environment from before the op was built ahead has DeepSpeed already: build it again.
+has_shm_op || build_deepspeed --force-reinstall --no-deps
+has_shm_op || { log "DeepSpeed was built without its shared-memory op (deepspeed.ops.comm.deepspeed_shm_comm_op)"; exit 1; }
 chmod -R a+rX "$TRAIN_ENV"
 imports_for_everyone || { log "the environment does not import its packages as an unprivileged user"; exit 1; }
 echo "$wanted" > "$STAMP"

@@ -18,8 +18,8 @@ from transformers import (
 
 from infra.tiny_models import Manifest, build_tiny_models
 from infra.tiny_models.manifest import sha256_file
+from tests.conftest import TEST_MODELS_DIR, TEST_NEMOTRON_MODELS_DIR
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 MODELS = ["base", "instruct", "markdown"]
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|pad|>"]
 # Enough steps to exercise every stage, few enough for a ~3 s build.
@@ -40,9 +40,10 @@ def _quiet(_: str) -> None:
 def builds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Manifest]:
     root = tmp_path_factory.mktemp("tiny-models")
     return {
-        "a": build_tiny_models(root / "a", seed=0, log=_quiet, **FAST),
-        "b": build_tiny_models(root / "b", seed=0, log=_quiet, **FAST),
-        "other_seed": build_tiny_models(root / "c", seed=1, log=_quiet, **FAST),
+        "a": build_tiny_models(root / "a", arch="nemotron_h", seed=0, log=_quiet, **FAST),
+        "b": build_tiny_models(root / "b", arch="nemotron_h", seed=0, log=_quiet, **FAST),
+        "other_seed": build_tiny_models(root / "c", arch="nemotron_h", seed=1, log=_quiet, **FAST),
+        "llama": build_tiny_models(root / "d", arch="llama", seed=0, log=_quiet, **FAST),
     }
 
 
@@ -70,8 +71,18 @@ def _reply(
 # --- fast: reduced-step builds into a tmp dir ------------------------------------------------
 
 
-def test_checkpoints_are_complete_safetensors(builds: dict[str, Manifest]) -> None:
-    m = builds["a"]
+@pytest.mark.parametrize(
+    ("build", "model_type", "embeddings"),
+    [
+        ("a", "nemotron_h", "backbone.embeddings.weight"),
+        ("llama", "llama", "model.embed_tokens.weight"),
+    ],
+)
+def test_checkpoints_are_complete_safetensors(
+    builds: dict[str, Manifest], build: str, model_type: str, embeddings: str
+) -> None:
+    m = builds[build]
+    assert m.arch == model_type
     assert (m.out_dir / "manifest.json").is_file()
     assert not list(m.out_dir.rglob("*.bin")), "only safetensors weights"
     for name in MODELS:
@@ -86,7 +97,8 @@ def test_checkpoints_are_complete_safetensors(builds: dict[str, Manifest]) -> No
         ]:
             assert (d / f).is_file(), f"{name}/{f}"
         with safe_open(str(d / "model.safetensors"), framework="pt") as st:
-            assert "model.embed_tokens.weight" in set(st.keys())
+            assert embeddings in set(st.keys())
+        assert json.loads((d / "config.json").read_text())["model_type"] == model_type
         gen = json.loads((d / "generation_config.json").read_text())
         assert gen["eos_token_id"] == 2  # <|im_end|>, for base too
         assert m.models[name].sha256 == sha256_file(d / "model.safetensors")
@@ -119,6 +131,30 @@ def test_same_seed_is_byte_identical(builds: dict[str, Manifest]) -> None:
         ).read_bytes()
 
 
+def test_the_nemotron_h_base_is_a_hybrid_mamba_attention_mixture_of_experts(
+    builds: dict[str, Manifest],
+) -> None:
+    config = json.loads((builds["a"].model_dir("base") / "config.json").read_text())
+    assert config["architectures"] == ["NemotronHForCausalLM"]
+    assert set(config["layers_block_type"]) == {"linear_attention", "full_attention", "moe"}
+    assert config["n_routed_experts"] > config["num_experts_per_tok"] >= 1
+    assert config["n_shared_experts"] == 1
+    with safe_open(str(builds["a"].model_dir("base") / "model.safetensors"), framework="pt") as st:
+        names = set(st.keys())
+    # One of each block kind holds its own weights: Mamba's mixer, attention, experts.
+    assert any(n.endswith("mixer.in_proj.weight") for n in names)
+    assert any(n.endswith("mixer.q_proj.weight") for n in names)
+    assert any(".mixer.experts." in n for n in names)
+    assert any(".mixer.shared_experts." in n for n in names)
+
+
+def test_the_architectures_build_different_models_from_one_tokenizer(
+    builds: dict[str, Manifest],
+) -> None:
+    assert builds["a"].tokenizer_sha256 == builds["llama"].tokenizer_sha256
+    assert builds["a"].models["base"].sha256 != builds["llama"].models["base"].sha256
+
+
 def test_other_seed_differs(builds: dict[str, Manifest]) -> None:
     a, c = builds["a"], builds["other_seed"]
     for name in MODELS:
@@ -127,14 +163,16 @@ def test_other_seed_differs(builds: dict[str, Manifest]) -> None:
 
 def test_rebuild_is_skipped_when_up_to_date(builds: dict[str, Manifest]) -> None:
     lines: list[str] = []
-    again = build_tiny_models(builds["a"].out_dir, seed=0, log=lines.append, **FAST)
+    again = build_tiny_models(
+        builds["a"].out_dir, arch="nemotron_h", seed=0, log=lines.append, **FAST
+    )
     assert not again.rebuilt and "up to date" in lines[0]
     assert again.models == builds["a"].models
 
 
 def test_force_rebuilds_in_place(builds: dict[str, Manifest]) -> None:
     b = builds["b"]
-    again = build_tiny_models(b.out_dir, seed=0, force=True, log=_quiet, **FAST)
+    again = build_tiny_models(b.out_dir, arch="nemotron_h", seed=0, force=True, log=_quiet, **FAST)
     assert again.rebuilt
     assert {n: r.sha256 for n, r in again.models.items()} == {
         n: r.sha256 for n, r in b.models.items()
@@ -153,9 +191,12 @@ def test_base_does_not_end_the_turn(builds: dict[str, Manifest]) -> None:
 # --- slow: the full default build (reused from var/test-models when up to date) ---------------
 
 
-@pytest.fixture(scope="session")
-def full_build() -> Manifest:
-    return build_tiny_models(REPO_ROOT / "var" / "test-models", seed=0)
+@pytest.fixture(scope="session", params=["nemotron_h", "llama"])
+def full_build(request: pytest.FixtureRequest) -> Manifest:
+    """Each architecture's full default build, where the suite keeps it (tests/conftest.py)."""
+    if request.param == "nemotron_h":
+        return build_tiny_models(TEST_NEMOTRON_MODELS_DIR, arch="nemotron_h", seed=0)
+    return build_tiny_models(TEST_MODELS_DIR, arch="llama", seed=0)
 
 
 @pytest.mark.slow

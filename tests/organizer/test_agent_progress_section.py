@@ -67,3 +67,23 @@ def test_the_agents_on_demand_runs_are_listed_with_their_state_a_cancelled_one_i
     ]  # fmt: skip
     assert section.rows[1][4:7] == ["done", "-", "-"]
     assert section.title in [s.title for s in provided_sections()]
+
+
+def test_an_agent_whose_checkpoints_have_no_qualifying_benchmark_is_told_why():
+    import datetime as dt
+
+    from django.utils import timezone
+
+    from tests.organizer import builders
+
+    phase = running_phase()
+    eval_run(phase, EvalRun.Role.BASE, {"gsm8k": 0.6}, n=100)
+    eval_run(phase, EvalRun.Role.INSTRUCT, {"gsm8k": 0.0}, n=100)  # below the base
+    zed = builders.agent("zed")
+    at = timezone.now() - dt.timedelta(hours=1)
+    checkpoint = builders.checkpoint(zed, job=builders.job(zed, submitted=at), at=at)
+    eval_run(phase, EvalRun.Role.AGENT, {"gsm8k": 0.0}, agent=zed, checkpoint=checkpoint)
+
+    (section,) = agent_progress_sections()
+    (row,) = section.rows
+    assert row[:2] == ["zed", "1"] and row[4] == "no benchmark where instruct beats base"

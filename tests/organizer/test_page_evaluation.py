@@ -9,7 +9,7 @@ from django.utils import timezone
 from agents.services import agent_create
 from evalsuite.models import EvalRun
 from safety.models import Finding
-from tests.evalsuite.conftest import stored_run
+from tests.evalsuite.conftest import instruct_below_base_phase, stored_run
 from tests.factories import running_phase
 from tests.organizer.pages import PAGES, assert_nav, assert_staff_only
 
@@ -43,6 +43,17 @@ def test_it_shows_each_phases_results_and_the_correlations(organizer_staff, eval
     assert "Evaluation, phase-1" in page and "alice-1" in page and "+0.50" in page
     assert "Benchmark scores, phase-1" in page
     assert "Correlations, test" in page
+
+
+def test_a_phase_where_instruct_never_beats_base_shows_no_headline_and_why(
+    organizer_staff, page_cluster
+):
+    instruct_below_base_phase("zed")  # the demo's winogrande: it showed "+1.00 ± 0.000"
+    page = organizer_staff.get(URL).content.decode()
+
+    assert "zed-1" in page and "+1.00" not in page
+    assert "no benchmark where instruct beats base" in page
+    assert "winogrande (instruct not above base: 0.000 vs 0.600)" in page
 
 
 def test_with_no_results_it_says_so(organizer_staff, page_cluster):

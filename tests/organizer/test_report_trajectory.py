@@ -48,7 +48,9 @@ def worked():
         event(ann, "tool_call", at(11, minute), command=f"step {minute}", exit_code=minute % 2)
     event(ann, "tool_call", at(23, 59), command="x" * (COMMAND_CHARS + 50), tool="shell")
     event(ann, "tool_call", at(0, 1, day=DAY + dt.timedelta(days=1)), command="tomorrow")
-    TrajectoryDay.objects.create(agent=ann, day=DAY, events=17, bytes=1700, dropped=4)
+    TrajectoryDay.objects.create(
+        agent=ann, day=DAY, events=17, bytes=1700, dropped=4, model_dropped=1, api_dropped=3
+    )
     TrajectoryDay.objects.create(agent=ann, day=DAY - dt.timedelta(days=1), dropped=50)
     for when, cost in (
         (at(9), "0.15"),
@@ -66,6 +68,7 @@ def test_the_day_counts_each_kind_the_scaffold_spend_and_the_drops(worked):
 
     assert (day.model_calls, day.api_calls, day.tool_calls) == (3, 2, 12)
     assert day.dropped == 4  # not the day before's
+    assert day.dropped_by_budget == {"model": 1, "tool": 0, "api": 3, "reported": 0}
     assert (day.scaffold_calls, day.scaffold_spend) == (2, Decimal("0.40"))
     assert [c.command for c in day.first_commands] == [
         HOSTILE,
@@ -100,7 +103,10 @@ def test_the_report_files_show_the_trajectory_escaped(worked, tmp_path):
     assert "## Trajectory" in markdown
     assert "- model calls: 3 · tool calls (reported by the agent): 12 · API calls: 2" in markdown
     assert "- scaffold's own model calls: 2, $0.40 this day" in markdown
-    assert "- events dropped past the day's bounds: 4" in markdown
+    assert (
+        "- events dropped past the day's bounds: 4 (model calls: 1, API call records: 3)"
+        in markdown
+    )
     # The agent's text cannot break the table: `|` escaped, the newline folded.
     assert (
         "| 11:00:00 | shell | echo '<script>alert(1)</script>' \\| tee x rm -rf ~/notes | 0 |"

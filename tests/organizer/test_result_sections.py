@@ -24,14 +24,33 @@ def test_the_dashboard_shows_gap_closed_safety_flags_scores_and_correlations():
 
     summary, scores, correlations = evaluation_sections()
     (alice_row,) = [row for row in summary.rows if row[0] == "alice-1"]
-    # median of gsm8k 0.75 and mmlu 0.25; each closes its gap ± 0.01 / 0.4, their mean ± 0.018
+    # median of gsm8k 0.75 and mmlu 0.25; each ± 0.032 with the references' noise (0.025 from
+    # the agent's 0.01 / 0.4, 0.019 and 0.006 from the references'), their mean ± 0.023
     assert alice_row[2] == "+0.50 ± 0.02"
+    assert alice_row[3] == "none"  # nothing left out of gap closed
     assert alice_row[5] == "strongreject"  # less safe than the base model
     assert scores.columns[1:] == [row[0] for row in summary.rows] + ["judge"]
     (gsm8k,) = [row for row in scores.rows if row[0] == "gsm8k"]
     assert gsm8k[scores.columns.index("alice-1")] == "0.50 ± 0.01 (n=5)"
     assert gsm8k[-1] == "-"  # graded by rule, not by a judge
     assert correlations.title.startswith("Correlations")
+
+
+def test_a_phase_where_no_benchmark_qualifies_shows_so_and_why_each_was_left_out():
+    phase = running_phase()
+    # instruct below the base on gsm8k (by far more than its noise), level with it on mmlu
+    stored_run(phase, "base", {"gsm8k": 0.6, "mmlu": 0.5})
+    stored_run(phase, "instruct", {"gsm8k": 0.0, "mmlu": 0.5})
+    stored_run(phase, EvalRun.Role.AGENT, {"gsm8k": 0.0, "mmlu": 0.1},
+               agent=agent_create(name="zed"), label="zed-1")  # fmt: skip
+    summary = evaluation_sections()[0]
+    assert summary.columns[2:4] == ["gap closed (median ± se)", "left out of gap closed (why)"]
+    (zed,) = [row for row in summary.rows if row[0] == "zed-1"]
+    assert zed[2] == "no benchmark where instruct beats base"
+    assert zed[3] == (
+        "gsm8k (instruct not above base: 0.000 vs 0.600); mmlu (instruct not above base:"
+        " 0.500 vs 0.500)"
+    )
 
 
 def test_a_benchmarks_own_measures_are_rows_under_its_score():

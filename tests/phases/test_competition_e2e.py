@@ -25,11 +25,12 @@ from arena.phases.services import Engine, phases_tick
 from arena.phases.serving import ArenaServers
 from cluster.slurm import cli
 from frontend.crowd import crowd_run
+from tests.support.workers import worker_path
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-SANDBOXES = Path("/tmp/arena-sandboxes-e2e")
-MODELS = Path("/tmp/arena-e2e-models")  # world-readable, as a cluster's shared model store
+SANDBOXES = worker_path("/tmp/arena-sandboxes-e2e")
+MODELS = worker_path("/tmp/arena-e2e-models")  # world-readable, as a cluster's shared model store
 RECIPES = {"e2e_full": "sft", "e2e_lora": "lora"}
 FAST = ("--steps", "60", "--dpo-steps", "15", "--chats", "200")
 

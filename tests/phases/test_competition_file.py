@@ -34,6 +34,7 @@ from cluster.backends.local import LocalBackend
 from cluster.models import ClusterAccount
 from evalsuite.registry import benchmarks
 from tests import factories
+from tests.support.workers import agent_user
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "infra" / "competitions" / "example.toml"
@@ -162,6 +163,8 @@ def test_toml_and_yaml_declare_the_same_competition(tmp_path):
         ("max_tokens = 512", "max_tokens = true", "arena.max_tokens = True: must be a whole number"),
         ('name = "cup"', 'name = "cup"\nrenamed_from = "x"', "competition.renamed_from = 'x': unknown key"),
         ("[benchmarks]", "[benchmark]", "benchmark = {'include': ['mmlu', 'gsm8k']}: unknown key"),
+        ('name = "cup"', 'name = "cup"\nbase_architecture = "Nemotron-H"',
+         "competition.base_architecture = 'Nemotron-H': must be a model_type such as nemotron_h"),
     ],
 )  # fmt: skip
 def test_each_mistake_is_named_with_its_key_path_and_value(tmp_path, old, new, message):
@@ -220,6 +223,27 @@ def test_applying_creates_the_competition_and_again_changes_nothing(tmp_path):
 
     assert competition_diff(spec) == []
     assert competition_apply(spec) == []
+
+
+@pytest.mark.django_db
+def test_the_base_architecture_is_stored_and_checked_against_a_local_base(
+    tmp_path, tiny_nemotron_models
+):
+    base = tiny_nemotron_models / "base"
+    declared = edited(
+        'base_model = "/models/base"', f'base_model = "{base}"\nbase_architecture = "nemotron_h"'
+    )
+    competition_apply(cup(tmp_path, declared))
+    assert Competition.objects.get(name="cup").base_architecture == "nemotron_h"
+
+    wrong = edited('base_architecture = "nemotron_h"', 'base_architecture = "llama"', declared)
+    with pytest.raises(CompetitionFileError) as refused:
+        competition_apply(cup(tmp_path, wrong))
+    assert refused.value.errors == [
+        "competition.base_architecture = 'llama': the base model's config.json says model_type "
+        "'nemotron_h'"
+    ]
+    assert Competition.objects.get(name="cup").base_architecture == "nemotron_h"  # nothing applied
 
 
 @pytest.mark.django_db
@@ -592,7 +616,7 @@ def test_provision_makes_the_declared_agents_and_sets_their_scaffold_budgets(
     try:
         call_command("competition", "apply", str(write(tmp_path, text)), "--provision")
         out = capsys.readouterr().out
-        assert f"provisioned cf_alpha: sandbox {tmp_path}/sandboxes/agent_cf_alpha" in out
+        assert f"provisioned cf_alpha: sandbox {tmp_path}/sandboxes/{agent_user('cf_alpha')}" in out
         assert "  agent cf_alpha: scaffold budget in force $0.00 -> $80.00" in out
         assert "not provisioned yet" not in out
         alpha = Agent.objects.get(name="cf_alpha", active=True)

@@ -31,8 +31,9 @@ from arena.phases.services import Engine, competition_plan, phases_tick
 from cluster.backends.local import LocalBackend
 from cluster.models import ClusterAccount, Job
 from tests import factories
+from tests.support.workers import worker_path
 
-ROOT = Path("/tmp/arena-sandboxes-test")
+ROOT = worker_path("/tmp/arena-sandboxes-test")
 CARD = factories.MODEL_CARD
 
 

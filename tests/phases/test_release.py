@@ -149,6 +149,10 @@ def test_the_model_card_carries_the_claims_results_and_audit(phase, tmp_path):
     assert "It stops at the end of its turn." in card.text
     assert "No confirmed finding." in card.text
     assert "math" not in card.text and "Held-out benchmarks are left out" in card.text
+    # no instruct reference was evaluated: no headline, and the card says why, never a mean
+    assert "Benchmark progress (median gap closed, base 0 to instruct 1): no benchmark where" \
+        " instruct beats base." in card.text  # fmt: skip
+    assert "gsm8k (no instruct score); ifeval (no base or instruct score)" in card.text
 
 
 def test_a_confirmed_violation_is_released_with_the_base_models_scores(phase, tmp_path):

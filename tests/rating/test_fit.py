@@ -221,8 +221,9 @@ def test_one_weighted_row_per_pair_and_outcome_is_the_same_raw_fit():
     np.testing.assert_allclose(ours.theta, reference.theta, rtol=0, atol=1e-9)
     for mine, theirs in zip(ours.scores, reference.scores, strict=True):
         assert (mine.model, mine.n_battles) == (theirs.model, theirs.n_battles)
-        assert mine.ci_low == pytest.approx(theirs.ci_low, abs=1e-9)
-        assert mine.ci_high == pytest.approx(theirs.ci_high, abs=1e-9)
+        # On the 1000 + 400·r scale: rows summed in another order differ by about 1e-9.
+        assert mine.ci_low == pytest.approx(theirs.ci_low, abs=1e-6)
+        assert mine.ci_high == pytest.approx(theirs.ci_high, abs=1e-6)
     assert ours.warnings == reference.warnings
 
 
