@@ -18,7 +18,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerFast
 from transformers.utils import logging as hf_logging
 
 from . import corpus
-from .config import DEFAULT_ARCH, KIT_VERSION, KitConfig
+from .config import DEFAULT_ARCH, KIT_VERSION, SFT_STEPS, KitConfig
 from .manifest import MANIFEST_NAME, WEIGHTS_NAME, Manifest, ModelRecord, sha256_file
 from .tokenizer import ENDOFTEXT, IM_END, IM_START, train_tokenizer
 from .training import (
@@ -53,7 +53,7 @@ def build_tiny_models(
     Skips the work ("up to date") when `out_dir` already holds a finished build of the same kit
     version and config whose weights are intact, unless `force`.
     """
-    cfg = KitConfig(seed=seed, arch=arch)
+    cfg = KitConfig(seed=seed, arch=arch, sft_steps=SFT_STEPS.get(arch, SFT_STEPS[DEFAULT_ARCH]))
     if pretrain_steps is not None:
         cfg = replace(cfg, pretrain_steps=pretrain_steps)
     if sft_steps is not None:
