@@ -241,6 +241,7 @@ class LocalBackend(ClusterBackend):
     def _signal(self, folder: Path, signum: int) -> None:
         """Signal the job (its own process group, led by `timeout`) and the wrapper around it:
         the wrapper alone would die and leave the job running."""
+        _record_launched_job(folder)
         for name in ("job-pid", "pid"):
             pid = _read_int(folder / name)
             if pid:
@@ -521,6 +522,35 @@ WRAPPER_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
 
 def _current_user() -> str:
     return pwd.getpwuid(os.geteuid()).pw_name
+
+
+def _record_launched_job(folder: Path) -> None:
+    """Record the job's pid when its wrapper has launched it but not yet written `job-pid`.
+
+    The job is RUNNING from the wrapper's start, and the wrapper writes the pid only after
+    `timeout` has forked and moved into a process group of its own. A cancel in that moment
+    would signal the wrapper's group alone, and the job, outside it, would never be signalled
+    or seen alive again. The job is the wrapper's `timeout` child leading its own group (one
+    still in the wrapper's group dies with it)."""
+    if (folder / "job-pid").exists():
+        return
+    wrapper = _read_int(folder / "pid")
+    if not wrapper:
+        return
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        command = stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2 :].split()  # state ppid pgrp ...
+        if command == "timeout" and int(fields[1]) == wrapper and fields[2] == entry.name:
+            found = folder / "job-pid.found"  # not the wrapper's own job-pid.tmp
+            found.write_text(entry.name)
+            found.replace(folder / "job-pid")  # the wrapper may write the same pid: either wins
+            return
 
 
 def _group_alive(pgid: int) -> bool:

@@ -138,6 +138,24 @@ def test_cancel_everything_stops_every_account_and_waits_for_the_processes(
     assert not _processes_of(USER), "SIGKILL follows a job that ignores SIGTERM"
 
 
+def test_a_cancel_before_the_wrapper_records_the_jobs_pid_still_stops_the_job(
+    backend, account, mallory
+):
+    """A job is RUNNING as soon as its wrapper starts, and the wrapper records the job's pid only
+    after launching it. A cancel in between signalled the wrapper alone: the job, in a process
+    group of its own, outlived it and was never killed (CI caught it under load). Removing the
+    recorded pid puts the job back in that moment, deterministically."""
+    job = submit(backend, account, mallory, "trap '' TERM; sleep 300")
+    folder = backend.root / "jobs" / job.scheduler_id
+    deadline = time.monotonic() + 30
+    while not (folder / "job-pid").exists() or not _processes_of(USER):
+        assert time.monotonic() < deadline, "the job never started"
+        time.sleep(0.1)
+    (folder / "job-pid").unlink()
+    assert backend.cancel_everything(grace_s=2) == [job.scheduler_id]
+    assert not _processes_of(USER), "the job outlived a cancel that came before its pid was known"
+
+
 @pytest.mark.parametrize("variable", ["BASH_ENV", "ENV", "LD_PRELOAD", "PATH"])
 def test_a_jobs_variables_never_reach_the_schedulers_root_shell(
     backend, account, mallory, tmp_path, variable
