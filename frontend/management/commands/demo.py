@@ -428,6 +428,10 @@ def _start_site(host: str, port: int) -> subprocess.Popen[bytes]:
             # The agent gateway: the same site, answering only /api/ and /proxy/ there.
             "-e", f"tcp:port={settings.AGENTS_GATEWAY_PORT}:interface={host}",
             "--access-log", str(settings.VAR_DIR / "logs" / "site-access.log"),
+            # Daphne rejects (HTTP 403) a WebSocket the app has not accepted within 5 s. The demo
+            # shares 2 cores with training, 6 model servers and the evaluation jobs; as these
+            # started, a battle's socket took 6 s to accept, and the crowd stopped on a 403.
+            "--websocket_connect_timeout", "60",
             "arena.asgi:application",
         ],
         # The crowd votes from one address, faster than the limits meant for people allow.
