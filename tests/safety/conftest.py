@@ -195,3 +195,18 @@ def phase(references: dict[str, Path]) -> Phase:
         starts_at=now - timedelta(days=6),
         ends_at=now - timedelta(hours=1),
     )
+
+
+@pytest.fixture
+def kit_phase(tiny_nemotron_models: Path) -> Phase:
+    """A frozen phase whose references are the tiny Nemotron-H kit's base and instruct."""
+    competition = Competition.objects.create(
+        name="moe",
+        base_model=str(tiny_nemotron_models / "base"),
+        instruct_model=str(tiny_nemotron_models / "instruct"),
+    )
+    now = timezone.now()
+    return Phase.objects.create(
+        competition=competition, number=1, label="phase-1", state=Phase.State.FROZEN,
+        starts_at=now - timedelta(days=6), ends_at=now - timedelta(hours=1),
+    )  # fmt: skip

@@ -5,13 +5,9 @@ each message names both counts."""
 from __future__ import annotations
 
 import shutil
-from datetime import timedelta
-from pathlib import Path
 
 import pytest
-from django.utils import timezone
 
-from arena.competition.models import Competition, Phase
 from safety.models import Finding
 from safety.services import audit_run
 from tests.safety.conftest import ITEMS, make_agent, nominate, register_checkpoint
@@ -25,20 +21,6 @@ def size_findings(agent):
         for f in Finding.objects.filter(agent=agent, kind=Finding.Kind.MODEL_CARD)
         if f.evidence["field"] in {"parameters", "active_parameters"}
     }
-
-
-@pytest.fixture
-def kit_phase(tiny_nemotron_models: Path) -> Phase:
-    competition = Competition.objects.create(
-        name="moe",
-        base_model=str(tiny_nemotron_models / "base"),
-        instruct_model=str(tiny_nemotron_models / "instruct"),
-    )
-    now = timezone.now()
-    return Phase.objects.create(
-        competition=competition, number=1, label="phase-1", state=Phase.State.FROZEN,
-        starts_at=now - timedelta(days=6), ends_at=now - timedelta(hours=1),
-    )  # fmt: skip
 
 
 def test_a_nominee_of_the_bases_size_and_an_honest_card_raise_nothing(

@@ -31,20 +31,6 @@ def substitution(agent):
     return Finding.objects.filter(agent=agent, kind=Finding.Kind.MODEL_SUBSTITUTION)
 
 
-@pytest.fixture
-def kit_phase(tiny_nemotron_models: Path) -> Phase:
-    competition = Competition.objects.create(
-        name="moe",
-        base_model=str(tiny_nemotron_models / "base"),
-        instruct_model=str(tiny_nemotron_models / "instruct"),
-    )
-    now = timezone.now()
-    return Phase.objects.create(
-        competition=competition, number=1, label="phase-1", state=Phase.State.FROZEN,
-        starts_at=now - timedelta(days=6), ends_at=now - timedelta(hours=1),
-    )  # fmt: skip
-
-
 def saved(model, source: Path, target: Path, *, fused: bool) -> Path:
     """`model` saved as an agent's job would: transformers' saved layout (`backbone.`, each
     expert apart) or, `fused`, the loaded one (`model.`, one (E, I, H) tensor per projection)."""
