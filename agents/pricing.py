@@ -129,13 +129,32 @@ def price_request(body: dict[str, Any], upstream: Upstream) -> PricedRequest:
     # ASCII-escaped: a non-ASCII character counts 6 or 12 bytes, above its UTF-8 bytes (a
     # byte-level tokenizer can give one token per UTF-8 byte of CJK or emoji text).
     sent = json.dumps(outgoing, ensure_ascii=True).encode()
+    return _chat_priced(
+        upstream, sent, stream=stream, turns=len(body["messages"]),
+        tools=len(tools) + len(functions), completion_bound=max_tokens * choices,
+    )  # fmt: skip
+
+
+def _chat_priced(
+    upstream: Upstream,
+    sent: bytes,
+    *,
+    stream: bool,
+    turns: int,
+    tools: int,
+    completion_bound: int,
+    preamble_tokens: int = 0,
+) -> PricedRequest:
+    """A chat-shaped call's bounds, whichever wire protocol it came in: every byte sent may be a
+    token, plus the chat template's tokens per turn, per tool and per request (and a
+    protocol's own tools preamble), and the most tokens it may write."""
     prompt_bound = (
         len(sent)
-        + TEMPLATE_TOKENS_PER_MESSAGE * len(body["messages"])
-        + TEMPLATE_TOKENS_PER_TOOL * (len(tools) + len(functions))
+        + TEMPLATE_TOKENS_PER_MESSAGE * turns
+        + TEMPLATE_TOKENS_PER_TOOL * tools
+        + preamble_tokens
         + TEMPLATE_TOKENS_PER_REQUEST
     )
-    completion_bound = max_tokens * choices
     return PricedRequest(
         body=sent,
         stream=stream,
@@ -260,21 +279,11 @@ def price_responses(body: dict[str, Any], upstream: Upstream) -> PricedRequest:
     max_output = _capped(_positive_int(body, "max_output_tokens"), upstream)
     outgoing = {**body, "model": upstream.upstream_model, "max_output_tokens": max_output}
     sent = _sent(outgoing)
-    prompt_bound = (
-        len(sent)
-        + TEMPLATE_TOKENS_PER_MESSAGE * (len(items) + (1 if body.get("instructions") else 0))
-        + TEMPLATE_TOKENS_PER_TOOL * len(tools)
-        + TEMPLATE_TOKENS_PER_REQUEST
-    )
-    return PricedRequest(
-        body=sent,
-        stream=bool(body.get("stream")),
-        prompt_tokens_bound=prompt_bound,
-        completion_tokens_bound=max_output,
-        reserved_usd=bound_cost_usd(
-            upstream, prompt_tokens=prompt_bound, completion_tokens=max_output
-        ),
-    )
+    return _chat_priced(
+        upstream, sent, stream=bool(body.get("stream")),
+        turns=len(items) + (1 if body.get("instructions") else 0), tools=len(tools),
+        completion_bound=max_output,
+    )  # fmt: skip
 
 
 def _embedding_tokens_bound(one: Any) -> int:
@@ -398,19 +407,9 @@ def price_messages(body: dict[str, Any], upstream: Upstream) -> PricedRequest:
     if not isinstance(body.get("stream", False), bool):
         raise Unpriceable("'stream' must be true or false")
     sent = _sent({**body, "model": upstream.upstream_model, "max_tokens": max_tokens})
-    prompt_bound = (
-        len(sent)
-        + TEMPLATE_TOKENS_PER_MESSAGE * (len(messages) + (1 if system else 0))
-        + TEMPLATE_TOKENS_PER_TOOL * len(tools)
-        + (ANTHROPIC_TOOLS_PREAMBLE_TOKENS if tools else 0)
-        + TEMPLATE_TOKENS_PER_REQUEST
-    )
-    return PricedRequest(
-        body=sent,
-        stream=bool(body.get("stream")),
-        prompt_tokens_bound=prompt_bound,
-        completion_tokens_bound=max_tokens,
-        reserved_usd=bound_cost_usd(
-            upstream, prompt_tokens=prompt_bound, completion_tokens=max_tokens
-        ),
-    )
+    return _chat_priced(
+        upstream, sent, stream=bool(body.get("stream")),
+        turns=len(messages) + (1 if system else 0), tools=len(tools),
+        completion_bound=max_tokens,
+        preamble_tokens=ANTHROPIC_TOOLS_PREAMBLE_TOKENS if tools else 0,
+    )  # fmt: skip
