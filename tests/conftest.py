@@ -65,7 +65,8 @@ def sandboxes_as_plain_folders() -> Iterator[None]:
     """The suite's sandboxes are plain folders (`plain_directory`), in this process and in the
     processes it starts: many tests keep them in temporary folders and delete them directly.
     The production default, a quota image per agent (`loop_image`), is what
-    tests/security/test_storage_quota.py and CI's whole demo run on."""
+    tests/security/test_storage_quota.py and the whole demo (tests/frontend/test_demo_whole.py)
+    run on."""
     from django.test import override_settings
 
     override = override_settings(AGENTS_SANDBOX_STORAGE="plain_directory")

@@ -4,7 +4,8 @@ Stopped with SIGTERM while its agents train, it cancels the jobs it started on t
 cluster, ends its agents' processes and model servers, says so, and exits non-zero; afterwards
 nothing it started is running. That test runs the real command in its own process on the
 embedded defaults (the checkout's var/arena.sqlite3, an earlier one kept aside, and a local
-cluster in a temporary var/), with the tiny models the suite already built, for minutes.
+cluster in a temporary var/), with the tiny models the suite already built, for minutes; the
+checkout's database is put back as it was afterwards.
 
 Stopped with Ctrl-C (SIGINT) or SIGTERM once it has given its verdict and keeps the site up for
 a person, a demo that worked exits 0 and says it had finished and stopped cleanly; one whose
@@ -17,12 +18,14 @@ from __future__ import annotations
 
 import os
 import pwd
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -60,8 +63,32 @@ def _processes_of(users: list[str]) -> list[str]:
     return found
 
 
+@pytest.fixture
+def checkout_database_put_back(tmp_path: Path) -> Iterator[None]:
+    """The demo on the embedded defaults starts on the checkout's var/arena.sqlite3 (an earlier
+    one renamed `.previous`, replacing the one before). Both are kept here and put back after
+    the test, so nothing later (a person's demo, CI's checks) finds this stopped demo's agents
+    in place of its own."""
+    database = ROOT / "var" / "arena.sqlite3"
+    paths = [database, database.with_name(database.name + ".previous")]
+    kept = tmp_path / "checkout-database"
+    kept.mkdir()
+    for path in paths:
+        if path.exists():
+            shutil.move(path, kept / path.name)
+    yield
+    for path in paths:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif path.exists() or path.is_symlink():
+            path.unlink()
+        if (kept / path.name).exists():
+            shutil.move(kept / path.name, path)
+
+
 @pytest.mark.slow
 @pytest.mark.serial  # the whole demo, with its agents, and the checkout's own demo database
+@pytest.mark.usefixtures("checkout_database_put_back")
 def test_a_demo_stopped_while_its_agents_train_leaves_nothing_running(tiny_models, tmp_path):
     if not settings.AGENTS_TRAIN_PYTHON.is_file():
         pytest.fail(

@@ -1,8 +1,10 @@
 """`manage.py demo --exit`, whole, as a new user runs it: four agents train on the local cluster,
 nominate, are served and battle, phase 2 trains on their votes, everything is evaluated and
-audited, and the demo gives its verdict from its own checks and exits by it.
+audited, and the demo gives its verdict from its own checks and exits by it. Then `security
+check` is clean on what it left running.
 
-It runs alone (serial), in its own process on an SQLite database, a var/ and ports of its own.
+It runs on the production defaults a new user gets, the sandboxes quota images (`loop_image`)
+included, not the plain folders the rest of the suite uses. It runs alone (serial), in its own process on an SQLite database, a var/ and ports of its own.
 Beside the parallel run it took twice as long and starved the other tests of the CPU (its four
 agents train on it): model probes and pages timed out.
 """
@@ -25,6 +27,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 # About 10 minutes alone on two cores.
 WHOLE_DEMO_S = 2400
+SECURITY_CHECK_S = 300
+# What the suite sets for itself and a new user does not have: the demo's embedded Redis-less
+# channel layer, and the production sandbox storage (tests/conftest.py makes it plain folders).
+SUITE_ONLY = {"REDIS_URL", "AGENTS_SANDBOX_STORAGE"}
 
 
 def _free_port() -> int:
@@ -39,7 +45,7 @@ def test_the_whole_demo_passes_every_check_and_exits_zero(tiny_models, tmp_path)
             f"no training environment at {settings.AGENTS_TRAIN_PYTHON} (make test builds it)"
         )
     env = {
-        **{k: v for k, v in os.environ.items() if k != "REDIS_URL"},
+        **{k: v for k, v in os.environ.items() if k not in SUITE_ONLY},
         "DATABASE_URL": f"sqlite:///{tmp_path / 'arena.sqlite3'}",
         "ARENA_VAR_DIR": str(tmp_path / "var"),
         "ARENA_MODELS_DIR": str(TEST_MODELS_DIR),
@@ -69,3 +75,13 @@ def test_the_whole_demo_passes_every_check_and_exits_zero(tiny_models, tmp_path)
     assert demo.returncode == 0 and verdict, tail
     assert int(verdict.group(1)) >= 20, tail
     assert "  FAIL  " not in text and "did not work" not in text, tail
+
+    # How the demo's setup stands against the trust boundaries, on its database: its agents'
+    # sandboxes on their quota volumes, the firewall, the model servers' keys...
+    check = subprocess.run(
+        [sys.executable, "manage.py", "security", "check"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=SECURITY_CHECK_S,
+    )  # fmt: skip
+    report = check.stdout + check.stderr
+    assert check.returncode == 0, report
+    assert "PROBLEM" not in report and "sandboxes held to their quota" in report, report
