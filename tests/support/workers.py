@@ -14,7 +14,11 @@ so everything a test makes there is named for its worker:
   threads that sleep when idle instead of spinning (``OMP_WAIT_POLICY=PASSIVE``, for the few
   that pin their own thread count, like the tiny-model kit): four workers and their training
   jobs and model servers on two cores, each with a thread per core, spent their time spinning
-  against each other (a 14-second LoRA run took over 300 seconds, a 9-second build 194).
+  against each other (a 14-second LoRA run took over 300 seconds, a 9-second build 194);
+- the checkpoint probe's time limit (``AGENTS_CHECKPOINT_PROBE_TIMEOUT_S``: 600 s, not 120):
+  importing transformers and building a tiny model on the meta device takes 8 s alone, and
+  took over 120 s beside three workers training on the same two cores, refusing a good
+  checkpoint in a fresh-clone CI. A hostile config is still cut off, later.
 
 This module is loaded as a plugin (``-p tests.support.workers`` in pyproject's addopts), so
 the environment is set before pytest-django reads the settings, and every process a test
@@ -84,6 +88,7 @@ def _namespace_environment() -> None:
     os.environ["OMP_NUM_THREADS"] = "1"
     os.environ["OPENBLAS_NUM_THREADS"] = "1"
     os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    os.environ.setdefault("AGENTS_CHECKPOINT_PROBE_TIMEOUT_S", "600")
     os.environ["AGENTS_UNIX_USER_PREFIX"] = unix_user_prefix()
     os.environ["AGENTS_RUNS_CGROUP_ROOT"] = f"rsi-arena-{WORKER_TAG}"
     for name, default in {
