@@ -52,6 +52,9 @@ DEFAULT_NOISE = 0.1
 # A battle socket's largest message: a finished side's rendered answer.
 MESSAGE_BYTES = 4 * 1024 * 1024
 RATE_LIMIT_PAUSE_S = 5.0  # how long a voter waits after "too many battles" before retrying
+# How long a voter waits for a page or an API answer: a person waits that long, and a site
+# loaded by several test workers training on two cores took over 30 s for its first page.
+REQUEST_TIMEOUT_S = 60.0
 _WORD = re.compile(r"[^\W\d_]{3,}")
 _TAG = re.compile(r"<[^>]+>")
 # How a finished sentence, quotation, bracket or code block ends.
@@ -279,7 +282,7 @@ class _CrowdRun:
 
     def voter_loop(self, rng: random.Random, bot_mark: str = "") -> None:
         try:
-            with httpx2.Client(base_url=self.base_url, timeout=30) as client:
+            with httpx2.Client(base_url=self.base_url, timeout=REQUEST_TIMEOUT_S) as client:
                 client.get("/").raise_for_status()  # the session and CSRF cookies
                 voter = _Voter(run=self, client=client, rng=rng, bot_mark=bot_mark)
                 while self.claim_battle():

@@ -74,6 +74,7 @@ def test_a_worker_namespaces_the_environment_before_the_settings_are_read(tmp_pa
         "AGENTS_RUNS_DIR": "/srv/rsi-arena/runs-w3",
         "AGENTS_SHARED_MODELS_DIR": "/srv/rsi-arena/models-w3",
         "AGENTS_NOMINEE_STORE": "/srv/rsi-arena/nominees-w3",
+        "AGENTS_CHECKPOINT_PROBE_TIMEOUT_S": "600",
     }
 
 
