@@ -202,6 +202,11 @@ def live_arena(django_db_setup: None, django_db_blocker: object) -> Iterator[Liv
                 "daphne",
                 "--fd",
                 str(listener.fileno()),
+                # As the demo's site does: beside training workers on two cores, a battle's
+                # socket can take longer than daphne's 5 s default to be accepted, and a
+                # simulated voter then lost its handshake and stopped the crowd.
+                "--websocket_connect_timeout",
+                "60",
                 "arena.asgi:application",
             ],
             # Run from the log folder, not the checkout: `security check` counts the site
