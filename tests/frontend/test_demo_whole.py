@@ -4,9 +4,10 @@ audited, and the demo gives its verdict from its own checks and exits by it. The
 check` is clean on what it left running.
 
 It runs on the production defaults a new user gets, the sandboxes quota images (`loop_image`)
-included, not the plain folders the rest of the suite uses. It runs alone (serial), in its own process on an SQLite database, a var/ and ports of its own.
-Beside the parallel run it took twice as long and starved the other tests of the CPU (its four
-agents train on it): model probes and pages timed out.
+included, not the plain folders the rest of the suite uses. It runs alone (serial), in its own
+process on an SQLite database, a var/ and ports of its own. Beside the parallel run it took
+twice as long and starved the other tests of the CPU (its four agents train on it): model
+probes and pages timed out.
 """
 
 from __future__ import annotations
